@@ -1,0 +1,30 @@
+"""ATen: Inductor calls the vendor library (cuBLAS on the GPU, oneDNN/MKL or ATen's own on the CPU)."""
+
+from __future__ import annotations
+
+from ..provenance import LIBRARY_GEMMS, KernelLaunch
+from .base import Backend, Probe
+
+
+class AtenBackend(Backend):
+    name = "aten"
+    inductor_name = "ATEN"
+    summary = "library GEMM through ATen: cuBLAS/cuBLASLt on CUDA, oneDNN/MKL on the CPU"
+
+    def device(self) -> str:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def probe(self) -> Probe:
+        import torch
+
+        return Probe(True, detail=f"{self.device()}, torch {torch.__version__}")
+
+    def claims(self, launch: KernelLaunch) -> bool:
+        if launch.kind == "vendor":
+            return True
+        return launch.kind == "extern" and launch.name in LIBRARY_GEMMS
+
+
+BACKEND = AtenBackend()

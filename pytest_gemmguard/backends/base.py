@@ -1,0 +1,89 @@
+"""What every backend file provides: a probe, Inductor options, and a claim on its own kernels."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from ..provenance import KernelLaunch
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether a backend can run here; if not, the exact reason and the fix."""
+
+    available: bool
+    reason: str = ""
+    fix: str = ""
+    detail: str = ""  # what it will use when available: device, versions, route
+
+    def line(self) -> str:
+        if self.available:
+            return f"ok ({self.detail})" if self.detail else "ok"
+        return f"unavailable: {self.reason}" + (f"; fix: {self.fix}" if self.fix else "")
+
+
+class Backend:
+    """One Inductor GEMM backend. Subclasses set the class attributes and override what differs."""
+
+    name: str = ""
+    inductor_name: str = ""  # its value in Inductor's max_autotune_gemm_backends
+    summary: str = ""
+    # Inductor's CPP GEMM template only fires for a constant second operand: such backends compile
+    # cases with the op's weight operands frozen into the graph (nn.Linear style, under no_grad).
+    freezes_weights: bool = False
+
+    def probe(self) -> Probe:
+        raise NotImplementedError
+
+    def device(self) -> str:
+        return "cuda"
+
+    def inductor_options(self) -> dict[str, Any]:
+        """Inductor config for a compile through this backend alone, under max-autotune."""
+        return {
+            "max_autotune": True,
+            "max_autotune_gemm": True,
+            "max_autotune_gemm_backends": self.inductor_name,
+            # Coordinate descent may rewrite an M == 1 or N == 1 GEMM into a reduction; keep it off so
+            # what runs is the backend's template (a rewrite is still caught by provenance).
+            "coordinate_descent_tuning": False,
+        }
+
+    def claims(self, launch: KernelLaunch) -> bool:
+        """True when `launch` is a GEMM kernel of this backend."""
+        raise NotImplementedError
+
+
+def cuda_probe(min_capability: tuple[int, int] = (7, 0)) -> Probe | None:
+    """None when a CUDA device of at least `min_capability` is present; else why not."""
+    import torch
+
+    if not torch.cuda.is_available():
+        if torch.version.cuda is None:
+            return Probe(False, f"torch {torch.__version__} is a CPU-only build", "install a CUDA build of torch")
+        return Probe(False, "no CUDA device visible", "run on a machine with an NVIDIA GPU")
+    cap = torch.cuda.get_device_capability()
+    if cap < min_capability:
+        need = ".".join(map(str, min_capability))
+        return Probe(False, f"compute capability {cap[0]}.{cap[1]} < {need}", f"use a GPU with SM >= {need}")
+    return None
+
+
+def missing_module(module: str, pip_name: str) -> Probe | None:
+    """None when `module` imports; else a probe naming the pip package that provides it."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        return None
+    return Probe(False, f"Python module {module!r} is not installed", f"pip install {pip_name}")
+
+
+def gpu_detail() -> str:
+    import torch
+
+    cap = torch.cuda.get_device_capability()
+    return f"{torch.cuda.get_device_name()}, SM{cap[0]}{cap[1]}, torch {torch.__version__}"

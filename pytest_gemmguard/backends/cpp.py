@@ -1,0 +1,38 @@
+"""CPP: Inductor's C++ GEMM template (micro-kernel code generated and built with the host compiler)."""
+
+from __future__ import annotations
+
+import shutil
+
+from ..provenance import KernelLaunch
+from .base import Backend, Probe
+
+
+class CppBackend(Backend):
+    name = "cpp"
+    inductor_name = "CPP"
+    summary = "Inductor's C++ GEMM template on the CPU (needs a frozen weight: nn.Linear style)"
+    freezes_weights = True
+
+    def device(self) -> str:
+        return "cpu"
+
+    def probe(self) -> Probe:
+        import torch
+
+        compiler = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+        if compiler is None:
+            return Probe(False, "no C++ compiler on PATH", "install g++ (apt-get install g++)")
+        cpu = torch.backends.cpu.get_cpu_capability()
+        return Probe(True, detail=f"cpu ({cpu}), {compiler}, weights frozen")
+
+    def inductor_options(self) -> dict:
+        # The template applies only when the weight is a graph constant: freeze parameters.
+        return {**super().inductor_options(), "freezing": True}
+
+    def claims(self, launch: KernelLaunch) -> bool:
+        # The template's kernels carry its micro-GEMM; plain C++ pointwise/reduction kernels do not.
+        return launch.kind.startswith("cpp") and "micro_gemm" in launch.source
+
+
+BACKEND = CppBackend()

@@ -1,0 +1,282 @@
+"""Compile a function through exactly one Inductor GEMM backend, and prove which kernels ran.
+
+`Compiler.compile(backend, fn, inputs)` returns a `CompiledGemm`. Calling it runs the compiled code
+and returns the output together with the provenance of every compiled graph that ran *during that
+call*, so a verdict never rests on a graph compiled for some other input.
+
+Reuse across Hypothesis examples is left to Dynamo's own cache and guards: the same function object
+compiled with the same (long-lived) backend object hits Dynamo's cache exactly when its guards say the
+compiled code is valid for the new inputs (shapes, strides, dtypes), and recompiles otherwise. Frozen
+weights (the CPP backend) are graph constants, which guards do not cover, so those compiles are keyed
+by the weights' content hash instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backends import Backend
+from .errors import CompileTimeout, Unsupported
+from .provenance import GraphProvenance, attribute, count_gemm_nodes, no_own_kernel_reason, parse_launches
+
+# Recompiling for every new shape is the point in static mode: never let Dynamo give up and run eager.
+RECOMPILE_LIMIT = 100_000
+
+
+@dataclass
+class CallRecord:
+    """What happened during one call of a compiled function."""
+
+    graphs: list[GraphProvenance] = field(default_factory=list)
+    compiled: int = 0  # graphs compiled (not reused) during the call
+    compile_s: float = 0.0
+
+
+class _Recorder(threading.local):
+    def __init__(self) -> None:
+        self.current: CallRecord | None = None
+
+
+_recorder = _Recorder()
+
+
+@contextlib.contextmanager
+def _capture_output_code() -> Iterator[list[str]]:
+    from torch._inductor.graph import GraphLowering
+
+    codes: list[str] = []
+    previous = GraphLowering.save_output_code
+    GraphLowering.save_output_code = staticmethod(codes.append)  # type: ignore[assignment]
+    try:
+        yield codes
+    finally:
+        GraphLowering.save_output_code = previous  # type: ignore[assignment]
+
+
+class _InductorThrough:
+    """A Dynamo backend: Inductor restricted to one GEMM backend, wrapping each graph with provenance."""
+
+    def __init__(self, backend: Backend, claimers: dict[str, Callable]) -> None:
+        self.backend = backend
+        self.claimers = claimers
+
+    def __call__(self, gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        started = time.perf_counter()
+        with _capture_output_code() as codes:
+            compiled = compile_fx(gm, example_inputs, config_patches=self.backend.inductor_options())
+        code = "\n".join(codes)
+        launches = parse_launches(code)
+        prov = GraphProvenance(count_gemm_nodes(gm), launches, attribute(launches, self.claimers), code)
+        record = _recorder.current
+        if record is not None:
+            record.compiled += 1
+            record.compile_s += time.perf_counter() - started
+
+        def run(*args):
+            if _recorder.current is not None:
+                _recorder.current.graphs.append(prov)
+            return compiled(*args)
+
+        return run
+
+
+class _FrozenWeights:
+    """Holds the weight operands as parameters, so Inductor's freezing folds them into constants."""
+
+    @staticmethod
+    def build(fn: Callable, n_inputs: int, frozen: dict[int, Any]):
+        import torch
+
+        class FrozenWeights(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.fn = fn
+                self.weights = torch.nn.ParameterList(
+                    [torch.nn.Parameter(t, requires_grad=False) for t in frozen.values()]
+                )
+                self.positions = tuple(frozen)
+
+            def forward(self, *runtime):
+                it = iter(runtime)
+                weights = dict(zip(self.positions, self.weights))
+                args = [weights[i] if i in weights else next(it) for i in range(n_inputs)]
+                return self.fn(*args)
+
+        return FrozenWeights().eval()
+
+
+@dataclass
+class CompiledGemm:
+    """A function compiled through one backend; calling it returns (output, CallRecord)."""
+
+    backend: Backend
+    dynamic: bool
+    _call: Callable[..., Any]
+    _runtime_positions: tuple[int, ...]
+    _compiler: Compiler
+
+    def __call__(self, *inputs) -> tuple[Any, CallRecord]:
+        runtime = [inputs[i] for i in self._runtime_positions]
+        return self._compiler._run(self.backend, self._call, runtime)
+
+
+class Compiler:
+    """One per test session: owns the isolated cache directory and the long-lived Dynamo backends."""
+
+    def __init__(self, cache_dir: str | None = None, timeout_s: float = 600.0, dynamic: bool = False) -> None:
+        self.timeout_s = timeout_s
+        self.dynamic = dynamic
+        self._own_dir = cache_dir is None
+        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="gemmguard-inductor-")
+        self._saved_env: dict[str, str | None] = {}
+        self._dynamo_backends: dict[str, _InductorThrough] = {}
+        self._frozen: dict[tuple, Callable] = {}
+        self.stats = {"compiles": 0, "reused_calls": 0, "compile_s": 0.0}
+
+    # The user's own Inductor/Triton caches are never read or written: point both at our directory.
+    def activate(self) -> None:
+        os.makedirs(self.cache_dir, exist_ok=True)
+        for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+            self._saved_env[var] = os.environ.get(var)
+            os.environ[var] = os.path.join(self.cache_dir, sub)
+
+    def deactivate(self) -> None:
+        for var, old in self._saved_env.items():
+            if old is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = old
+        if self._own_dir:
+            import shutil
+
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    def _claimers(self) -> dict[str, Callable]:
+        from . import backends
+
+        return {name: backends.get(name).claims for name in backends.names()}
+
+    def compile(
+        self, backend: Backend, fn: Callable, inputs: Sequence[Any], weight_positions: Sequence[int] = ()
+    ) -> CompiledGemm:
+        """Prepare `fn` for compiling through `backend` (the compile itself happens on first call)."""
+        import torch
+
+        n = len(inputs)
+        if backend.freezes_weights and weight_positions:
+            frozen = {i: inputs[i] for i in weight_positions}
+            key = (backend.name, fn, self.dynamic, _content_key(frozen.values()))
+            if key not in self._frozen:
+                module = _FrozenWeights.build(fn, n, frozen)
+                # A fresh Dynamo backend per module: Dynamo never shares compiled code across
+                # backends, so constants frozen for one weight can never serve another.
+                dyn_backend = _InductorThrough(backend, self._claimers())
+                self._frozen[key] = torch.compile(module, backend=dyn_backend, dynamic=self.dynamic)
+            runtime = tuple(i for i in range(n) if i not in frozen)
+            return CompiledGemm(backend, self.dynamic, self._frozen[key], runtime, self)
+        if backend.name not in self._dynamo_backends:
+            self._dynamo_backends[backend.name] = _InductorThrough(backend, self._claimers())
+        compiled = torch.compile(fn, backend=self._dynamo_backends[backend.name], dynamic=self.dynamic)
+        return CompiledGemm(backend, self.dynamic, compiled, tuple(range(n)), self)
+
+    def _run(self, backend: Backend, call: Callable, runtime: list) -> tuple[Any, CallRecord]:
+        import torch
+        import torch._inductor.config as inductor_config
+
+        record = CallRecord()
+        _recorder.current = record
+        # Dynamo reads some of these (freezing) while tracing, before Inductor's own patches apply.
+        options = inductor_config.patch(backend.inductor_options())
+        try:
+            with _dynamo_limits(), options, torch.no_grad(), _time_limit(self.timeout_s, backend.name):
+                out = call(*runtime)
+        finally:
+            _recorder.current = None
+        self.stats["compiles"] += record.compiled
+        self.stats["compile_s"] += record.compile_s
+        if record.compiled == 0:
+            self.stats["reused_calls"] += 1
+        return out, record
+
+
+def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, CallRecord]:
+    """Run and insist on provenance: raise Unsupported unless the backend's own kernels did the GEMMs."""
+    try:
+        out, record = compiled(*inputs)
+    except CompileTimeout:
+        raise
+    except Exception as exc:
+        reason = _no_choice_reason(exc)
+        if reason is None:
+            raise
+        raise Unsupported(compiled.backend.name, reason) from None
+    reason = no_own_kernel_reason(record.graphs, compiled.backend.name)
+    if reason is not None:
+        raise Unsupported(compiled.backend.name, reason)
+    return out, record
+
+
+def _no_choice_reason(exc: BaseException) -> str | None:
+    """Inductor's 'no valid choice' (possibly wrapped in lowering/backend errors) as one line."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if type(e).__name__ == "NoValidChoicesError" or "NoValidChoicesError" in str(e).split("\n", 1)[0]:
+            return "Inductor found no valid choice (NoValidChoicesError)"
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _content_key(tensors) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for t in tensors:
+        h.update(f"{tuple(t.shape)}{tuple(t.stride())}{t.dtype}{t.device}".encode())
+        h.update(t.detach().cpu().contiguous().view(-1).view(dtype=_byte_dtype()).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _byte_dtype():
+    import torch
+
+    return torch.uint8
+
+
+@contextlib.contextmanager
+def _dynamo_limits() -> Iterator[None]:
+    import torch._dynamo.config as dc
+
+    patch = {k: RECOMPILE_LIMIT for k in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit")
+             if hasattr(dc, k)}  # fmt: skip
+    with dc.patch(**patch):
+        yield
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float, backend: str) -> Iterator[None]:
+    """Abort a compile (or run) that exceeds `seconds`. Only the main thread can take SIGALRM."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CompileTimeout(f"{backend}: compile/run exceeded the {seconds:g} s limit (--gemm-compile-timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

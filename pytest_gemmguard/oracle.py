@@ -1,0 +1,184 @@
+"""The oracle: a float64 reference, a per-element tolerance, and the comparison. It never compiles.
+
+Tolerance model (README "How the oracle decides" has the derivation). For every output element the
+oracle carries a bound on the rounding error a *correct* implementation may make, propagated through
+the case's computation in float64:
+
+    GEMM    e = lam * eps_acc * sqrt(K) * (|A| @ |B|)   accumulation in fp32 (eps_acc = fp32 eps)
+              + eps_in * (|A| @ |B|)                    operands rounded to the math precision (tf32)
+              + eps_out * |y|                           the product rounded to its storage dtype
+    step f  e = L_f * e + eps_out * |f(y)|  (+ 4 fp32 ulp for transcendental f)
+              L_f is f's Lipschitz constant, so an error already present grows at most that much;
+              every intermediate may be rounded once to the dtype it is stored in (eager does that).
+    cast    eps_out becomes the new dtype's eps.
+
+    tol = e + tiny(out dtype)
+
+eps is the dtype's machine epsilon (twice its unit roundoff, so every rounding term has a factor-2
+margin); lam = 4 covers the random-walk growth of fp32 accumulation error with margin. A kernel that
+accumulates in half precision makes errors near sqrt(K) * eps_half * |A||B|, which is K-fold beyond
+this bound for K >= 8, so it fails; eager PyTorch's own error stays well inside it (the tests measure
+both). NaN and Inf pass only where the reference, rounded to the output dtype, has them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .cases import CaseInputs, GemmCase
+from .ops import CAST_TARGET, DTYPES, OPS, STEPS
+
+LAMBDA_ACC = 4.0
+TRANSCENDENTAL_ULPS = 4.0
+
+
+def _eps(dtype: str) -> float:
+    return torch.finfo(DTYPES[dtype]).eps
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why an output was rejected: the worst element and how many elements failed."""
+
+    kind: str  # "values", "shape", "dtype", "nonfinite", "unwritten"
+    index: tuple[int, ...] = ()
+    actual: float = float("nan")
+    expected: float = float("nan")
+    error: float = float("nan")
+    tolerance: float = float("nan")
+    bad: int = 0
+    total: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The oracle's answer for one run: ok, or the mismatch; plus the worst error/tolerance seen."""
+
+    ok: bool
+    max_ratio: float  # max over elements of |error| / tolerance (<= 1 passes)
+    max_error: float
+    mismatch: Mismatch | None = None
+    eager_ratio: float | None = None  # the same ratio for eager PyTorch in the same dtype
+
+    def summary(self) -> str:
+        text = f"max error {self.max_error:.3g} = {self.max_ratio:.3g}x tolerance"
+        if self.eager_ratio is not None:
+            text += f" (eager PyTorch in the same dtype: {self.eager_ratio:.3g}x)"
+        return text
+
+
+def upcast(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach().to(torch.float64) for t in inputs]
+
+
+def reference(fn: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """`fn` evaluated in float64 on the upcast inputs (casts inside `fn` still round, as written)."""
+    with torch.no_grad():
+        return fn(*upcast(inputs))
+
+
+def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """The case's exact float64 result and its per-element tolerance, computed side by side."""
+    spec = OPS[case.op]
+    args = dict(zip(spec.arg_names, upcast(inputs.args)))
+    extras = dict(zip(inputs.extras, upcast(inputs.extras.values())))
+    a, k = args["a"], case.k
+    b = args["w"].t() if "w" in args else args["b"]
+    with torch.no_grad():
+        y = torch.matmul(a, b)
+        mag = torch.matmul(a.abs(), b.abs())
+        store = case.dtype
+        e = LAMBDA_ACC * _eps("float32") * (k**0.5) * mag + _operand_eps(case.dtype) * mag + _eps(store) * y.abs()
+        if spec.has_bias:
+            y = y + args["bias"]
+            e = e + _eps(store) * y.abs()
+        for name in case.steps:
+            if name == "cast":
+                store = CAST_TARGET[case.dtype]
+                e = e + _eps(store) * y.abs()
+                continue
+            step = STEPS[name]
+            y = step.apply(y, extras)
+            e = step.lipschitz * e + _eps(store) * y.abs()
+            if step.transcendental:
+                e = e + TRANSCENDENTAL_ULPS * _eps("float32") * y.abs()
+        e = e + torch.finfo(DTYPES[store]).tiny
+    return y, e
+
+
+def _tf32() -> bool:
+    return bool(torch.backends.cuda.matmul.allow_tf32) and torch.cuda.is_available()
+
+
+def _operand_eps(dtype: str) -> float:
+    # float32 GEMMs on a GPU with TF32 allowed round operands to 10 mantissa bits.
+    return 2.0**-10 if dtype == "float32" and _tf32() else 0.0
+
+
+def generic_tolerance(ref: torch.Tensor, case_tol: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """Tolerance for a user function on the case's inputs: the case's own bound (fn is meant to
+    compute the case's GEMM, maybe written differently) plus two more roundings of the result."""
+    eps = torch.finfo(out_dtype).eps if out_dtype.is_floating_point else 0.0
+    if case_tol.shape != ref.shape:
+        case_tol = torch.zeros_like(ref)
+    return case_tol + 2 * eps * ref.abs() + (torch.finfo(out_dtype).tiny if out_dtype.is_floating_point else 0)
+
+
+def compare(actual: Any, expected: torch.Tensor, tol: torch.Tensor, expected_dtype: torch.dtype) -> Verdict:
+    """Check `actual` against the float64 `expected` within the per-element `tol`."""
+    if not isinstance(actual, torch.Tensor):
+        return Verdict(False, float("inf"), float("inf"), Mismatch("shape", detail=f"got {type(actual).__name__}"))
+    if tuple(actual.shape) != tuple(expected.shape):
+        detail = f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+        return Verdict(False, float("inf"), float("inf"), Mismatch("shape", detail=detail))
+    if actual.dtype != expected_dtype:
+        detail = f"dtype {actual.dtype}, expected {expected_dtype}"
+        return Verdict(False, float("inf"), float("inf"), Mismatch("dtype", detail=detail))
+    got = actual.detach().to(device=expected.device, dtype=torch.float64)
+    # What a perfect kernel would store: the exact result rounded to the output dtype. Overflow there
+    # is a legitimate Inf; NaN/Inf anywhere else is a failure, never a pass.
+    rounded = expected.to(expected_dtype).to(torch.float64)
+    special = ~torch.isfinite(rounded)
+    same_special = special & ((got == rounded) | (torch.isnan(got) & torch.isnan(rounded)))
+    err = (got - expected).abs()
+    ratio = torch.where(special, torch.zeros_like(err), err / tol)
+    ratio = torch.where(torch.isfinite(got) | special, ratio, torch.full_like(err, float("inf")))
+    ratio = torch.where(special & ~same_special, torch.full_like(err, float("inf")), ratio)
+    bad = ratio > 1.0
+    n_bad = int(bad.sum())
+    finite_err = torch.where(special, torch.zeros_like(err), err)
+    max_ratio = float(ratio.max()) if ratio.numel() else 0.0
+    max_error = float(finite_err.nan_to_num(nan=float("inf")).max()) if err.numel() else 0.0
+    if n_bad == 0:
+        return Verdict(True, max_ratio, max_error)
+    flat = int(torch.argmax(torch.where(torch.isnan(ratio), torch.full_like(ratio, float("inf")), ratio)))
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(ratio.shape)))
+    value = float(got[index])
+    kind = "unwritten" if value != value else ("nonfinite" if not torch.isfinite(got[index]) else "values")
+    mismatch = Mismatch(
+        kind, index, value, float(expected[index]), float(err[index]), float(tol[index]), n_bad, ratio.numel()
+    )
+    return Verdict(False, max_ratio, max_error, mismatch)
+
+
+def eager_ratio(fn: Callable, inputs: Sequence[torch.Tensor], expected: torch.Tensor, tol: torch.Tensor) -> float:
+    """How much of the tolerance eager PyTorch itself uses on the same inputs in the same dtype."""
+    with torch.no_grad():
+        out = fn(*inputs)
+    err = (out.detach().to(torch.float64) - expected).abs()
+    finite = torch.isfinite(expected.to(out.dtype).to(torch.float64))
+    return float(torch.where(finite, err / tol, torch.zeros_like(err)).max()) if err.numel() else 0.0
+
+
+def poison_allocator(like: torch.Tensor | None, count: int = 4) -> None:
+    """Release NaN-filled blocks of the output's size to the allocator just before a run, so an
+    output buffer the kernel forgets to write reads NaN (and fails) instead of stale good values."""
+    if like is None:
+        return
+    blocks = [torch.full_like(like, float("nan")) for _ in range(count)]
+    del blocks

@@ -1,0 +1,125 @@
+"""Standalone repro scripts: torch only, no plugin, for a failing case on one backend.
+
+The script embeds the plugin's own input-generation code (by source), the case's function written
+out as plain torch, and the Inductor options of the backend, so anyone can rerun the failure with
+`python gemmguard-repro/<test>-<backend>.py` and attach the file to a bug report upstream.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import tempfile
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from . import cases
+from .ops import DTYPES, OPS, SCALE, STEPS, output_dtype
+
+
+def _case_function_source(case: cases.GemmCase) -> str:
+    spec = OPS[case.op]
+    lines = [f"def fn({', '.join(sum(cases.input_roles(case), []))}):"]
+    lines.append(f"    y = {spec.function_name}({', '.join(spec.arg_names)})")
+    for name in case.steps:
+        if name == "cast":
+            lines.append(f"    y = y.to(torch.{output_dtype(case.dtype, case.steps)})")
+        else:
+            lines.append(f"    y = {STEPS[name].expr}")
+    lines.append("    return y")
+    return "\n".join(lines)
+
+
+def _user_function_source(fn: Callable[..., Any]) -> str:
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return "def fn(*args):\n    raise SystemExit('paste the function under test here')"
+    name = getattr(fn, "__name__", "fn")
+    if name == "<lambda>":
+        m = re.search(r"lambda[^:]*:.*", src)
+        return f"fn = {m.group(0).rstrip(')').rstrip()}" if m else f"# {src}"
+    return f"{src}\nfn = {name}"
+
+
+def script(case, backend, fn, verdict, dynamic: bool) -> str:
+    spec = OPS[case.op]
+    args_roles, extra_roles = cases.input_roles(case)
+    roles = args_roles + extra_roles
+    weights = [spec.arg_names.index(r) for r in spec.weight_args] if backend.freezes_weights else []
+    n_inputs = len(spec.arg_names) if fn is not None else len(roles)
+    body = _user_function_source(fn) if fn is not None else _case_function_source(case)
+    mm = verdict.mismatch
+    index, tol = (mm.index, mm.tolerance) if mm is not None and mm.index else ((), float("inf"))
+    return f"""# gemmguard repro: {case.describe()} on backend {backend.name}
+# {verdict.summary()}
+# Run: python {{this file}}  (needs torch only). Exit status 1 while the bug is present.
+import hashlib
+import sys
+
+import torch
+
+DTYPES = {{{", ".join(f"{k!r}: torch.{k}" for k in DTYPES)}}}
+STORAGE_OFFSET = {cases.STORAGE_OFFSET}
+SCALE = {SCALE!r}
+CASE = {case!r}
+INDUCTOR_OPTIONS = {backend.inductor_options()!r}
+DEVICE = {backend.device()!r}
+
+
+{inspect.getsource(cases._operand_seed)}
+
+{inspect.getsource(cases._make)}
+
+{body}
+
+
+def inputs():
+    specs = {cases.operand_specs(case)!r}
+    return [_make(*specs[r], CASE_DTYPE, _operand_seed(CASE_SEED, r, specs[r][0], CASE_DTYPE), DEVICE)
+            for r in {roles!r}]
+
+
+CASE_DTYPE, CASE_SEED = {case.dtype!r}, {case.seed}
+args = inputs()[:{n_inputs}]
+weights = {weights!r}  # operands frozen as constants (Inductor's CPP GEMM template needs this)
+
+
+class Frozen(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.ParameterList([torch.nn.Parameter(args[i], requires_grad=False) for i in weights])
+
+    def forward(self, *runtime):
+        it, ws = iter(runtime), dict(zip(weights, self.w))
+        return fn(*[ws[i] if i in ws else next(it) for i in range(len(args))])
+
+
+with torch.no_grad():
+    compiled = torch.compile(Frozen().eval(), dynamic={dynamic}, options=INDUCTOR_OPTIONS)
+    out = compiled(*[a for i, a in enumerate(args) if i not in weights])
+    expected = fn(*[a.to(torch.float64) for a in args])
+err = (out.to(torch.float64) - expected).abs()
+index, tolerance = {index!r}, {tol!r}
+print("max |error|:", err.nan_to_num(nan=float("inf")).max().item())
+if index:
+    print("at", index, "got", out[index].item(), "expected", expected[index].item(), "tolerance", tolerance)
+    sys.exit(1 if not (err[index].item() <= tolerance) else 0)
+"""
+
+
+def write(directory: str, gemm, fn, backend, verdict, dynamic: bool) -> str | None:
+    """Write the repro script atomically; returns its path (None if the directory is not writable)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{gemm._test_id.split('::')[-1] or 'case'}-{backend.name}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(script(gemm.case, backend, fn, verdict, dynamic))
+        path = os.path.join(directory, f"{name}.py")
+        os.replace(tmp, path)
+        return path
+    except OSError:
+        return None

@@ -1,0 +1,264 @@
+"""Binds cases to a backend: the `gemm` object tests receive, and the Hypothesis loop around a test.
+
+A check is: build inputs, compute the float64 reference and tolerance, compile through the backend,
+release NaN-poisoned blocks, run, prove provenance, compare. The backend never judges, the oracle
+never compiles; this module only sequences them and keeps the tally.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import backends, oracle, repro
+from .cases import CaseInputs, CaseSpec, GemmCase, build_inputs, case_function
+from .compile import CallRecord, Compiler, run_checked
+from .errors import Unsupported
+from .ops import DTYPES, OPS
+
+
+class GemmMismatch(AssertionError):
+    """A backend's kernel ran and produced a wrong result."""
+
+
+@dataclass
+class Tally:
+    """Per-backend counts for the summary: examples verified / unsupported / failed, and timings."""
+
+    verified: Counter = field(default_factory=Counter)
+    unsupported: Counter = field(default_factory=Counter)
+    failed: Counter = field(default_factory=Counter)
+    compile_s: Counter = field(default_factory=Counter)
+    check_s: Counter = field(default_factory=Counter)
+    reasons: dict = field(default_factory=dict)  # backend -> Counter of unsupported reasons
+    fused: Counter = field(default_factory=Counter)  # backend -> checks whose GEMM kernel fused an epilogue
+
+    def note_unsupported(self, backend: str, reason: str) -> None:
+        self.unsupported[backend] += 1
+        self.reasons.setdefault(backend, Counter())[reason] += 1
+
+
+@dataclass
+class CheckResult:
+    output: Any
+    verdict: oracle.Verdict
+    record: CallRecord
+
+
+@dataclass
+class Options:
+    max_examples: int | None = None  # overrides every gemm case's budget
+    seed: int | None = None
+    replay: str | None = None  # "version:blob" from a failure report
+    repro_dir: str = "gemmguard-repro"
+    default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
+
+
+class Gemm:
+    """One drawn case bound to one backend: what a `@gemm_case` test receives as `gemm`."""
+
+    def __init__(self, case: GemmCase, backend: str, session: GemmSession, test_id: str = "") -> None:
+        self.case = case
+        self.backend = backend
+        self._session = session
+        self._test_id = test_id
+        self._inputs: CaseInputs | None = None
+
+    # The case's fields, as the public API names them.
+    op = property(lambda self: self.case.op)
+    m = property(lambda self: self.case.m)
+    n = property(lambda self: self.case.n)
+    k = property(lambda self: self.case.k)
+    batch = property(lambda self: self.case.batch)
+    layout = property(lambda self: self.case.layout)
+    epilogue = property(lambda self: self.case.epilogue)
+
+    @property
+    def dtype(self):
+        return DTYPES[self.case.dtype]
+
+    @property
+    def device(self) -> str:
+        return backends.get(self.backend).device()
+
+    @property
+    def inputs(self) -> CaseInputs:
+        if self._inputs is None:
+            self._inputs = build_inputs(self.case, self.device)
+        return self._inputs
+
+    @property
+    def args(self) -> tuple:
+        """The op's inputs in its own argument order: mm(a, b), addmm(bias, a, b), linear(x, w, bias)."""
+        return self.inputs.args
+
+    def check(self, fn: Callable[..., Any] | None = None) -> CheckResult:
+        """Compile `fn` (default: the case's own op and epilogue) through this backend, run it and
+        compare with the float64 reference. Raises GemmMismatch on a wrong result; a case the backend
+        did not run with its own kernel ends the example as unsupported."""
+        return self._session.check(self, fn)
+
+    def __repr__(self) -> str:
+        return f"Gemm({self.case!r}, backend={self.backend!r})"
+
+
+class GemmSession:
+    """Session-wide state: the compiler, options and the tally."""
+
+    def __init__(self, compiler: Compiler, options: Options) -> None:
+        self.compiler = compiler
+        self.options = options
+        self.tally = Tally()
+
+    def check(self, gemm: Gemm, fn: Callable[..., Any] | None) -> CheckResult:
+        import torch
+
+        started = time.perf_counter()
+        backend = backends.get(gemm.backend)
+        case, inputs = gemm.case, gemm.inputs
+        expected, tol = oracle.case_reference(case, inputs)
+        if fn is None:
+            target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
+            expected_dtype = DTYPES[case.out_dtype]
+        else:
+            target, flat = fn, inputs.args
+            with torch.no_grad():
+                eager_out = fn(*flat)
+            expected = oracle.reference(fn, flat)
+            expected_dtype = eager_out.dtype
+            tol = oracle.generic_tolerance(expected, tol, expected_dtype)
+        spec = OPS[case.op]
+        weights = tuple(spec.arg_names.index(r) for r in spec.weight_args)
+        compiled = self.compiler.compile(backend, target, flat, weights)
+        oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
+        try:
+            out, record = run_checked(compiled, flat)
+        except Unsupported as exc:
+            self.tally.note_unsupported(gemm.backend, exc.reason)
+            raise
+        self.tally.compile_s[gemm.backend] += record.compile_s
+        verdict = oracle.compare(out, expected, tol, expected_dtype)
+        if not verdict.ok:
+            ratio = oracle.eager_ratio(target, flat, expected, tol)
+            verdict = oracle.Verdict(False, verdict.max_ratio, verdict.max_error, verdict.mismatch, ratio)
+            self.tally.failed[gemm.backend] += 1
+            path = repro.write(self.options.repro_dir, gemm, fn, backend, verdict, self.compiler.dynamic)
+            raise GemmMismatch(failure_report(gemm, verdict, record, path))
+        self.tally.verified[gemm.backend] += 1
+        if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(gemm.backend)):
+            self.tally.fused[gemm.backend] += 1
+        self.tally.check_s[gemm.backend] += time.perf_counter() - started
+        return CheckResult(out, verdict, record)
+
+    # ------------------------------------------------------------ the Hypothesis loop
+
+    def run_cases(self, test: Callable, spec: CaseSpec, fixtures: dict, backend: str, test_id: str) -> None:
+        import hypothesis
+        from hypothesis import HealthCheck, given, settings
+
+        from . import strategies
+
+        probe = backends.probe(backend)
+        if not probe.available:
+            import pytest
+
+            pytest.skip(f"gemmguard: backend {backend} {probe.line()}")
+        device = backends.get(backend).device()
+        seed = self.options.seed or 0
+        narrowed = dict(ops=spec.ops, dtypes=spec.dtypes, epilogues=spec.epilogues, layouts=spec.layouts)
+        strategy = strategies.gemm_cases(device, shapes=spec.shapes, seed=seed, **narrowed)
+        tour = strategies.regime_tour(spec, device, seed)
+        budget = self.options.max_examples or spec.max_examples or self.options.default_examples[device]
+        outcome = Counter()
+        reasons: Counter = Counter()
+
+        def one_example(case: GemmCase) -> None:
+            try:
+                test(gemm=Gemm(case, backend, self, test_id), **fixtures)
+                outcome["ran"] += 1
+            except Unsupported as exc:
+                outcome["unsupported"] += 1
+                reasons[exc.reason] += 1
+                hypothesis.event(f"unsupported: {exc.reason}")
+
+        # The tour's explicit cases count toward the budget; Hypothesis explores the rest.
+        explicit = tour[: max(budget - 1, 1)] if self.options.replay is None else []
+        random_budget = max(budget - len(explicit), 1)
+        inner = given(case=strategy)(one_example)
+        for case in reversed(explicit):
+            inner = hypothesis.example(case=case)(inner)
+        inner = settings(
+            max_examples=random_budget,
+            deadline=None,
+            print_blob=True,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )(inner)
+        if self.options.seed is not None:
+            inner = hypothesis.seed(self.options.seed)(inner)
+        if self.options.replay:
+            version, _, blob = self.options.replay.partition(":")
+            inner = hypothesis.reproduce_failure(version, blob.encode().decode("unicode_escape").encode("latin-1"))(
+                inner
+            )
+        # One database key per test and backend: examples that failed before are replayed first.
+        inner.hypothesis.inner_test._hypothesis_internal_add_digest = test_id.encode()
+        try:
+            inner()
+        except BaseException as exc:
+            _append_replay_line(exc, test_id)
+            raise
+        if outcome["ran"] == 0 and outcome["unsupported"]:
+            import pytest
+
+            common = reasons.most_common(1)[0][0]
+            pytest.skip(
+                f"gemmguard: unsupported by {backend} for every case drawn "
+                f"({outcome['unsupported']} examples; e.g. {common})"
+            )
+
+
+def _fused(kernel_name: str) -> bool:
+    # Inductor names a template kernel after every node it fused: triton_tem_fused_addmm_relu_0.
+    parts = set(re.split(r"_", kernel_name))
+    return bool(parts & {"relu", "gelu", "silu", "sigmoid", "tanh", "add", "mul", "addmm", "erf", "exp"})
+
+
+_BLOB = re.compile(r"@reproduce_failure\('([^']+)', b'([^']*)'\)")
+
+
+def _append_replay_line(exc: BaseException, test_id: str) -> None:
+    for note in getattr(exc, "__notes__", []):
+        m = _BLOB.search(note)
+        if m:
+            exc.add_note(f"gemmguard reproduce: pytest '{test_id}' --gemm-replay='{m.group(1)}:{m.group(2)}'")
+            return
+
+
+def failure_report(gemm: Gemm, verdict: oracle.Verdict, record: CallRecord, repro_path: str | None) -> str:
+    case, mm = gemm.case, verdict.mismatch
+    lines = [
+        f"gemmguard: {gemm.backend} produced a wrong result",
+        f"  case:     {case.describe()}",
+        f"            {case!r}",
+    ]
+    if mm is not None and mm.kind in ("shape", "dtype"):
+        lines.append(f"  output:   {mm.detail}")
+    elif mm is not None:
+        lines.append(
+            f"  worst:    element {mm.index}: got {mm.actual:.6g}, expected {mm.expected:.6g}, "
+            f"|error| {mm.error:.3g} vs tolerance {mm.tolerance:.3g} ({verdict.max_ratio:.3g}x)"
+        )
+        what = {"unwritten": " (NaN: element never written)", "nonfinite": " (non-finite)"}.get(mm.kind, "")
+        lines.append(f"  failing:  {mm.bad} of {mm.total} elements{what}")
+    if verdict.eager_ratio is not None:
+        lines.append(f"  eager PyTorch on the same inputs uses {verdict.eager_ratio:.3g}x of the tolerance")
+    kernels = [f"{k} ({b})" for g in record.graphs for k, b in g.owners]
+    lines.append(f"  kernels:  {', '.join(kernels) or 'none recorded'}")
+    if repro_path:
+        lines.append(f"  repro:    python {repro_path}")
+    return "\n".join(lines)
