@@ -122,15 +122,27 @@ def operand_specs(case: GemmCase) -> dict[str, tuple[tuple[int, ...], str]]:
 
 def input_roles(case: GemmCase) -> tuple[list[str], list[str]]:
     """The op's argument roles in order, and the epilogue's extra roles in order."""
-    return list(OPS[case.op].arg_names), [r for s in case.steps for r in _extra_roles(s)]
+    return list(OPS[case.op].arg_names), list(role_dtypes(case))[len(OPS[case.op].arg_names) :]
+
+
+def role_dtypes(case: GemmCase) -> dict[str, str]:
+    """Each input's dtype: the case dtype, except that an epilogue tensor read after a cast has the
+    cast's dtype (otherwise type promotion would silently undo the cast)."""
+    dtypes = dict.fromkeys(OPS[case.op].arg_names, case.dtype)
+    current = case.dtype
+    for step in case.steps:
+        if step == "cast":
+            current = output_dtype(case.dtype, case.steps)
+        dtypes.update(dict.fromkeys(_extra_roles(step), current))
+    return dtypes
 
 
 def build_inputs(case: GemmCase, device: str) -> CaseInputs:
-    specs = operand_specs(case)
+    specs, dtypes = operand_specs(case), role_dtypes(case)
 
     def make(role: str):
         shape, store = specs[role]
-        return _make(shape, store, case.dtype, _operand_seed(case.seed, role, shape, case.dtype), device)
+        return _make(shape, store, dtypes[role], _operand_seed(case.seed, role, shape, dtypes[role]), device)
 
     args, extras = input_roles(case)
     return CaseInputs(tuple(make(r) for r in args), {r: make(r) for r in extras})
@@ -159,7 +171,7 @@ def case_function(op: str, epilogue: str, dtype: str) -> Callable[..., Any]:
 
     def gemm_with_epilogue(*inputs: torch.Tensor) -> torch.Tensor:
         y = spec.call(*inputs[:n_args])
-        return apply_chain(y, steps, dict(zip(roles, inputs[n_args:])), cast_to)
+        return apply_chain(y, steps, dict(zip(roles, inputs[n_args:], strict=True)), cast_to)
 
     gemm_with_epilogue.__qualname__ = f"{op}[{chain_name(steps)}]"
     return gemm_with_epilogue

@@ -77,7 +77,8 @@ class _InductorThrough:
             compiled = compile_fx(gm, example_inputs, config_patches=self.backend.inductor_options())
         code = "\n".join(codes)
         launches = parse_launches(code)
-        prov = GraphProvenance(count_gemm_nodes(gm), launches, attribute(launches, self.claimers), code)
+        owners = attribute(launches, self.claimers, prefer=self.backend.name)
+        prov = GraphProvenance(count_gemm_nodes(gm), launches, owners, code)
         record = _recorder.current
         if record is not None:
             record.compiled += 1
@@ -109,7 +110,7 @@ class _FrozenWeights:
 
             def forward(self, *runtime):
                 it = iter(runtime)
-                weights = dict(zip(self.positions, self.weights))
+                weights = dict(zip(self.positions, self.weights, strict=True))
                 args = [weights[i] if i in weights else next(it) for i in range(n_inputs)]
                 return self.fn(*args)
 

@@ -85,8 +85,8 @@ def reference(fn: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor]) -
 def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """The case's exact float64 result and its per-element tolerance, computed side by side."""
     spec = OPS[case.op]
-    args = dict(zip(spec.arg_names, upcast(inputs.args)))
-    extras = dict(zip(inputs.extras, upcast(inputs.extras.values())))
+    args = dict(zip(spec.arg_names, upcast(inputs.args), strict=True))
+    extras = dict(zip(inputs.extras, upcast(inputs.extras.values()), strict=True))
     a, k = args["a"], case.k
     b = args["w"].t() if "w" in args else args["b"]
     with torch.no_grad():

@@ -85,9 +85,12 @@ def parse_launches(code: str) -> tuple[KernelLaunch, ...]:
 
 
 def attribute(
-    launches: Iterable[KernelLaunch], claimers: dict[str, Callable[[KernelLaunch], bool]]
+    launches: Iterable[KernelLaunch], claimers: dict[str, Callable[[KernelLaunch], bool]], prefer: str = ""
 ) -> tuple[tuple[str, str], ...]:
-    """Give each GEMM kernel to the backend that claims it ('?' when none does)."""
+    """Give each GEMM kernel to the backend that claims it ('?' when none does). The backend under
+    test (`prefer`) is asked first: a kernel two backends could claim counts as the tested one's."""
+    if prefer in claimers:
+        claimers = {prefer: claimers[prefer], **claimers}
     owners = []
     for launch in launches:
         owner = next((name for name, claims in claimers.items() if claims(launch)), None)

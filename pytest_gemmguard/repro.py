@@ -7,6 +7,7 @@ out as plain torch, and the Inductor options of the backend, so anyone can rerun
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import re
@@ -21,7 +22,8 @@ from .ops import DTYPES, OPS, SCALE, STEPS, output_dtype
 
 def _case_function_source(case: cases.GemmCase) -> str:
     spec = OPS[case.op]
-    lines = [f"def fn({', '.join(sum(cases.input_roles(case), []))}):"]
+    args_roles, extra_roles = cases.input_roles(case)
+    lines = [f"def fn({', '.join(args_roles + extra_roles)}):"]
     lines.append(f"    y = {spec.function_name}({', '.join(spec.arg_names)})")
     for name in case.steps:
         if name == "cast":
@@ -64,7 +66,7 @@ import torch
 DTYPES = {{{", ".join(f"{k!r}: torch.{k}" for k in DTYPES)}}}
 STORAGE_OFFSET = {cases.STORAGE_OFFSET}
 SCALE = {SCALE!r}
-CASE = {case!r}
+CASE = {dataclasses.asdict(case)!r}
 INDUCTOR_OPTIONS = {backend.inductor_options()!r}
 DEVICE = {backend.device()!r}
 
@@ -77,12 +79,12 @@ DEVICE = {backend.device()!r}
 
 
 def inputs():
-    specs = {cases.operand_specs(case)!r}
-    return [_make(*specs[r], CASE_DTYPE, _operand_seed(CASE_SEED, r, specs[r][0], CASE_DTYPE), DEVICE)
+    specs, dtypes = {cases.operand_specs(case)!r}, {cases.role_dtypes(case)!r}
+    return [_make(*specs[r], dtypes[r], _operand_seed(CASE_SEED, r, specs[r][0], dtypes[r]), DEVICE)
             for r in {roles!r}]
 
 
-CASE_DTYPE, CASE_SEED = {case.dtype!r}, {case.seed}
+CASE_SEED = {case.seed}
 args = inputs()[:{n_inputs}]
 weights = {weights!r}  # operands frozen as constants (Inductor's CPP GEMM template needs this)
 
@@ -112,7 +114,9 @@ if index:
 
 def write(directory: str, gemm, fn, backend, verdict, dynamic: bool) -> str | None:
     """Write the repro script atomically; returns its path (None if the directory is not writable)."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{gemm._test_id.split('::')[-1] or 'case'}-{backend.name}")
+    # The test id already ends in [backend]; a bare case (no test) is named after the backend.
+    label = gemm._test_id.split("::")[-1] or f"case-{backend.name}"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")

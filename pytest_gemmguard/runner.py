@@ -185,30 +185,30 @@ class GemmSession:
                 reasons[exc.reason] += 1
                 hypothesis.event(f"unsupported: {exc.reason}")
 
-        # The tour's explicit cases count toward the budget; Hypothesis explores the rest.
+        # Hypothesis explores first, so whatever it finds is shrunk; then the regime tour (explicit
+        # cases, which Hypothesis never shrinks, hence already small) guarantees every regime ran.
+        # Both come out of one budget.
         explicit = tour[: max(budget - 1, 1)] if self.options.replay is None else []
-        random_budget = max(budget - len(explicit), 1)
-        inner = given(case=strategy)(one_example)
-        for case in reversed(explicit):
-            inner = hypothesis.example(case=case)(inner)
-        inner = settings(
-            max_examples=random_budget,
-            deadline=None,
-            print_blob=True,
-            suppress_health_check=list(HealthCheck),
-            report_multiple_bugs=False,
-        )(inner)
+        common = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck))
+        explore = settings(max_examples=max(budget - len(explicit), 1), report_multiple_bugs=False, **common)(
+            given(case=strategy)(one_example)
+        )
         if self.options.seed is not None:
-            inner = hypothesis.seed(self.options.seed)(inner)
+            explore = hypothesis.seed(self.options.seed)(explore)
         if self.options.replay:
             version, _, blob = self.options.replay.partition(":")
-            inner = hypothesis.reproduce_failure(version, blob.encode().decode("unicode_escape").encode("latin-1"))(
-                inner
-            )
+            explore = hypothesis.reproduce_failure(version, blob.encode())(explore)
         # One database key per test and backend: examples that failed before are replayed first.
-        inner.hypothesis.inner_test._hypothesis_internal_add_digest = test_id.encode()
+        explore.hypothesis.inner_test._hypothesis_internal_add_digest = test_id.encode()
+        runs = [explore]
+        if explicit:
+            visit = given(case=strategy)(one_example)
+            for case in reversed(explicit):
+                visit = hypothesis.example(case=case)(visit)
+            runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **common)(visit))
         try:
-            inner()
+            for run in runs:
+                run()
         except BaseException as exc:
             _append_replay_line(exc, test_id)
             raise

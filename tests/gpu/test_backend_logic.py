@@ -1,0 +1,96 @@
+"""Backend logic on synthetic kernels (runs anywhere): claims, template names, decompose-K policy,
+CUTLASS tree assembly."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_gemmguard.backends import cutedsl, cutlass, triton
+from pytest_gemmguard.provenance import GraphProvenance, KernelLaunch, attribute, no_own_kernel_reason
+
+pytestmark = pytest.mark.cpu_ok
+
+PERSISTENT_TMA = """
+def triton_tem_fused_mm_0(in_ptr0, in_ptr1, out_ptr0, ws_ptr):
+    BLOCK_M : tl.constexpr = 128
+    NUM_SMS : tl.constexpr = 132
+    a_desc = tl.make_tensor_descriptor(A, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        pass
+"""
+PLAIN_MM = """
+@triton_heuristics.template(num_stages=3, num_warps=8, triton_meta={}, inductor_meta={'kernel_name': 'triton_tem_fused_mm_0', 'config_args': {'EVEN_K': True, 'BLOCK_M': 128, 'BLOCK_N': 128, 'BLOCK_K': 64, 'GROUP_M': 8}})
+def triton_tem_fused_mm_0(in_ptr0, in_ptr1, out_ptr0):
+    pid = tl.program_id(0)
+"""  # noqa: E501
+
+
+def claimers():
+    from pytest_gemmguard import backends
+
+    return {name: backends.get(name).claims for name in backends.names()}
+
+
+def test_triton_claims_templates_only():
+    b = triton.BACKEND
+    assert b.claims(KernelLaunch("triton_tem_fused_mm_0", "triton", PLAIN_MM))
+    assert not b.claims(KernelLaunch("triton_poi_fused_relu_0", "triton"))
+    assert not b.claims(KernelLaunch("triton_red_fused_mm_0", "triton"))
+    assert not b.claims(KernelLaunch("mm", "extern"))
+
+
+def test_triton_names_the_template_that_won():
+    assert triton.template_of(PERSISTENT_TMA, "triton_tem_fused_mm_0") == "mm_persistent_tma"
+    assert triton.template_of(PLAIN_MM, "triton_tem_fused_mm_0") == "mm"
+    assert triton.template_of("", "triton_tem_fused_bmm_0") == "bmm"
+    text = triton.BACKEND.describe_kernel(KernelLaunch("triton_tem_fused_addmm_relu_0", "triton", PLAIN_MM))
+    assert "template mm" in text and "relu" in text and "BLOCK_M=128" in text and "num_warps=8" in text
+
+
+def test_triton_enables_persistent_tma_template():
+    options = triton.BACKEND.inductor_options()
+    assert options["max_autotune_gemm_backends"] == "TRITON"
+    assert options.get("triton.enable_persistent_tma_matmul") is True
+
+
+def test_decompose_k_counts_as_triton():
+    launches = (
+        KernelLaunch("triton_tem_fused_bmm_0", "triton", ""),
+        KernelLaunch("triton_red_fused_sum_1", "triton", ""),
+    )
+    graph = GraphProvenance(1, launches, attribute(launches, claimers()))
+    assert triton.is_decompose_k(graph)
+    assert no_own_kernel_reason([graph], "triton") is None
+    # The same work rewritten without a template (multiply + sum) is not a triton GEMM.
+    rewritten = (KernelLaunch("triton_red_fused_mm_0", "triton", ""),)
+    graph = GraphProvenance(1, rewritten, attribute(rewritten, claimers()))
+    assert no_own_kernel_reason([graph], "triton") is not None
+
+
+def test_cutlass_claims_and_names_its_op():
+    src = 'extern "C" int cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_void_bf16_128x128x64_1x1x1_0_tnn_align8(...)'
+    launch = KernelLaunch("cutlass_0a1b", "cuda", src)
+    assert cutlass.BACKEND.claims(launch)
+    assert "cutlass3x_sm90_tensorop_gemm_bf16" in cutlass.BACKEND.describe_kernel(launch)
+    assert not cutlass.BACKEND.claims(KernelLaunch("triton_tem_fused_mm_0", "triton"))
+
+
+def test_cutlass_tree_links_the_pip_layout(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    for rel in cutlass._LAYOUT.values():
+        (site / rel).mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(cutlass, "_site_packages", lambda: str(site))
+    tree = cutlass.assemble_tree(str(tmp_path / "cache"))
+    for rel, src in cutlass._LAYOUT.items():
+        assert os.path.realpath(os.path.join(tree, rel)) == os.path.realpath(site / src)
+    assert cutlass.assemble_tree(str(tmp_path / "cache")) == tree  # idempotent
+
+
+def test_cutedsl_claims_nvgemm_and_names_the_kernel():
+    src = "kernel = get_kernel_by_name('Sm80TensorOpGemmKernel_bf16_128x128')\n"
+    launch = KernelLaunch("nv_universal_gemm_fused_mm_1a2b3c4d", "nv_universal_gemm", src)
+    assert cutedsl.BACKEND.claims(launch)
+    assert "Sm80TensorOpGemmKernel_bf16_128x128" in cutedsl.BACKEND.describe_kernel(launch)
+    assert not cutedsl.BACKEND.claims(KernelLaunch("nv_universal_gemm", "extern"))

@@ -1,0 +1,112 @@
+"""Real Inductor compiles on this CPU: provenance is read from generated code, reuse is sound."""
+
+import pytest
+import torch
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.cases import GemmCase, build_inputs, case_function
+from pytest_gemmguard.compile import Compiler, run_checked
+from pytest_gemmguard.errors import Unsupported
+from pytest_gemmguard.ops import OPS
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    c = Compiler()
+    c.activate()
+    yield c
+    c.deactivate()
+
+
+def _run(compiler, backend, case, fn=None):
+    inputs = build_inputs(case, "cpu")
+    spec = OPS[case.op]
+    weights = tuple(spec.arg_names.index(r) for r in spec.weight_args)
+    target = fn or case_function(case.op, case.epilogue, case.dtype)
+    flat = inputs.flat if fn is None else inputs.args
+    return run_checked(compiler.compile(backends.get(backend), target, flat, weights), flat)
+
+
+@pytest.mark.parametrize(
+    ("backend", "case", "kernel"),
+    [
+        ("aten", GemmCase("mm", 33, 17, 65), "mm"),
+        ("aten", GemmCase("bmm", 9, 10, 11, batch=3, dtype="bfloat16"), "bmm"),
+        ("cpp", GemmCase("linear", 33, 17, 65, epilogue="bias+relu"), "addmm"),
+        ("cpp", GemmCase("mm", 20, 24, 40, dtype="bfloat16", layout="transposed_b"), "mm"),
+    ],
+)
+def test_provenance_names_the_backends_own_kernel(compiler, backend, case, kernel):
+    out, record = _run(compiler, backend, case)
+    kernels = [k for g in record.graphs for k in g.gemm_kernels(backend)]
+    assert len(kernels) == 1 and kernel in kernels[0]
+    assert all(not g.foreign(backend) for g in record.graphs)
+
+
+def test_cpp_template_is_recognised_by_its_micro_gemm_not_by_name(compiler):
+    out, record = _run(compiler, "cpp", GemmCase("mm", 16, 16, 32))
+    (graph,) = record.graphs
+    launch = next(lc for lc in graph.launches if lc.name.startswith("cpp_fused_mm"))
+    assert "micro_gemm" in launch.source
+
+
+def test_no_valid_choice_is_unsupported_not_an_error(compiler):
+    # Inductor's CPP template has no baddbmm: restricted to CPP, Inductor has no choice at all.
+    with pytest.raises(Unsupported, match="NoValidChoicesError"):
+        _run(compiler, "cpp", GemmCase("baddbmm", 5, 6, 7, batch=3))
+
+
+def test_a_function_without_a_gemm_is_unsupported(compiler):
+    with pytest.raises(Unsupported, match="contains no GEMM"):
+        _run(compiler, "aten", GemmCase("mm", 4, 4, 4), fn=lambda a, b: a + b.t())
+
+
+def test_static_mode_recompiles_per_shape_and_records_each_graph(compiler):
+    fn = case_function("mm", "relu", "float32")
+    counts = []
+    for m in (8, 9, 8):
+        case = GemmCase("mm", m, 12, 16, epilogue="relu")
+        inputs = build_inputs(case, "cpu").flat
+        out, record = run_checked(compiler.compile(backends.get("aten"), fn, inputs), inputs)
+        counts.append(record.compiled)
+        assert out.shape == (m, 12) and len(record.graphs) == 1
+    assert counts == [1, 1, 0]  # the third call reuses the first shape's graph, guarded by Dynamo
+
+
+def test_dynamic_mode_serves_many_sizes_with_one_compile():
+    c = Compiler(dynamic=True)
+    c.activate()
+    try:
+        fn = case_function("mm", "gelu", "float32")
+        compiled_counts = []
+        for m in (5, 17, 33, 64):
+            inputs = build_inputs(GemmCase("mm", m, 12, 16, epilogue="gelu"), "cpu").flat
+            out, record = run_checked(c.compile(backends.get("aten"), fn, inputs), inputs)
+            compiled_counts.append(record.compiled)
+        assert compiled_counts[0] == 1 and sum(compiled_counts[1:]) == 0
+    finally:
+        c.deactivate()
+
+
+def test_frozen_weights_are_reused_only_when_identical(compiler):
+    """Frozen constants are invisible to Dynamo's guards: a new weight must mean a new compile."""
+    be, fn = backends.get("cpp"), case_function("mm", "none", "float32")
+    a, w = torch.randn(8, 16), torch.randn(16, 12)
+    first, r1 = run_checked(compiler.compile(be, fn, (a, w), (1,)), (a, w))
+    same, r2 = run_checked(compiler.compile(be, fn, (a, w.clone()), (1,)), (a, w.clone()))
+    w2 = torch.randn(16, 12)
+    other, r3 = run_checked(compiler.compile(be, fn, (a, w2), (1,)), (a, w2))
+    assert r1.compiled == 1 and r2.compiled == 0 and r3.compiled == 1
+    torch.testing.assert_close(other, a @ w2)
+
+
+def test_user_cache_is_never_touched(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users-own"))
+    c = Compiler()
+    c.activate()
+    import os
+
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"].startswith(c.cache_dir)
+    c.deactivate()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "users-own")
+    assert not os.path.exists(c.cache_dir)  # a temp dir of our own is removed at the end

@@ -1,0 +1,120 @@
+"""The oracle must pass every correct kernel (eager PyTorch, in the same dtype) and fail real bugs."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_gemmguard import oracle
+from pytest_gemmguard.cases import GemmCase, build_inputs, case_function
+from pytest_gemmguard.ops import DTYPES
+from pytest_gemmguard.strategies import gemm_cases
+
+
+def _eager(case):
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    fn = case_function(case.op, case.epilogue, case.dtype)
+    return inputs, expected, tol, fn(*inputs.flat)
+
+
+@settings(max_examples=150, deadline=None)
+@given(gemm_cases("cpu"))
+def test_eager_pytorch_is_well_inside_the_tolerance(case):
+    """Loose enough: eager PyTorch in the same dtype never uses more than half the tolerance."""
+    inputs, expected, tol, out = _eager(case)
+    verdict = oracle.compare(out, expected, tol, DTYPES[case.out_dtype])
+    assert verdict.ok, verdict.mismatch
+    assert verdict.max_ratio < 0.5
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_eager_at_large_k_uses_little_of_the_tolerance(dtype):
+    case = GemmCase("mm", 64, 64, 4096, dtype=dtype)
+    inputs, expected, tol, out = _eager(case)
+    assert oracle.compare(out, expected, tol, DTYPES[dtype]).max_ratio < 0.5
+
+
+def _half_accumulating_mm(a, b, chunk=16):
+    """A planted bug: partial sums kept in the operands' half precision instead of float32."""
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+    for start in range(0, a.shape[1], chunk):
+        part = a[:, start : start + chunk].float() @ b[start : start + chunk, :].float()
+        acc = (acc.float() + part).to(a.dtype)
+    return acc
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("k", [256, 4096])
+def test_half_precision_accumulation_is_caught(dtype, k):
+    """Tight enough: accumulating in half precision fails clearly, more so as K grows."""
+    case = GemmCase("mm", 32, 32, k, dtype=dtype)
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    verdict = oracle.compare(_half_accumulating_mm(*inputs.args), expected, tol, DTYPES[dtype])
+    assert not verdict.ok
+    assert verdict.max_ratio > 3
+
+
+def test_float32_error_of_one_ulp_per_term_is_caught():
+    """A float32 GEMM that rounds its operands to bfloat16 (a silent precision drop) is caught."""
+    case = GemmCase("mm", 32, 48, 512, dtype="float32")
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    a, b = inputs.args
+    wrong = (a.bfloat16() @ b.bfloat16()).float()
+    assert not oracle.compare(wrong, expected, tol, torch.float32).ok
+
+
+def _simple():
+    case = GemmCase("mm", 8, 6, 16)
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    return expected, tol, case_function("mm", "none", "float32")(*inputs.flat)
+
+
+def test_unwritten_element_fails_as_unwritten():
+    expected, tol, out = _simple()
+    out[2, 3] = float("nan")
+    verdict = oracle.compare(out, expected, tol, torch.float32)
+    assert not verdict.ok and verdict.mismatch.kind == "unwritten" and verdict.mismatch.index == (2, 3)
+    assert verdict.mismatch.bad == 1
+
+
+def test_inf_never_passes_where_the_reference_is_finite():
+    expected, tol, out = _simple()
+    out[0, 0] = float("inf")
+    verdict = oracle.compare(out, expected, tol, torch.float32)
+    assert not verdict.ok and verdict.mismatch.kind == "nonfinite"
+
+
+def test_overflow_inf_passes_only_where_the_reference_overflows_too():
+    expected = torch.tensor([[1e6, 1.0]], dtype=torch.float64)  # 1e6 overflows float16
+    tol = torch.full_like(expected, 1e-3)
+    good = torch.tensor([[math.inf, 1.0]], dtype=torch.float16)
+    assert oracle.compare(good, expected, tol, torch.float16).ok
+    wrong_sign = torch.tensor([[-math.inf, 1.0]], dtype=torch.float16)
+    assert not oracle.compare(wrong_sign, expected, tol, torch.float16).ok
+
+
+def test_wrong_shape_and_dtype_are_reported():
+    expected, tol, out = _simple()
+    assert oracle.compare(out[:-1], expected, tol, torch.float32).mismatch.kind == "shape"
+    assert oracle.compare(out.double(), expected, tol, torch.float32).mismatch.kind == "dtype"
+
+
+@given(st.sampled_from(["none", "bias+relu", "gelu+scale", "residual+cast", "silu+tanh+sigmoid"]))
+@settings(max_examples=10, deadline=None)
+def test_any_faithful_rounding_passes_and_ten_percent_off_fails(epilogue):
+    """Both output-dtype neighbours of the exact result pass; a 10% error does not."""
+    case = GemmCase("addmm", 16, 24, 64, dtype="bfloat16", epilogue=epilogue)
+    inputs, expected, tol, out = _eager(case)
+    dtype = DTYPES[case.out_dtype]
+    nearest = expected.to(dtype)
+    toward = torch.where(nearest.double() > expected, -math.inf, math.inf).to(dtype)
+    other = torch.nextafter(nearest, toward)
+    assert oracle.compare(nearest, expected, tol, dtype).ok
+    assert oracle.compare(other, expected, tol, dtype).ok
+    assert not oracle.compare((out.double() * 1.1 + 0.1).to(dtype), expected, tol, dtype).ok

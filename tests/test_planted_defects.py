@@ -1,0 +1,108 @@
+"""Plant the bugs gemmguard exists to catch, through real Inductor compiles, and watch it catch them.
+
+The planted backends are the only fakes in the suite: each is a real backend with one defect added.
+"""
+
+import re
+import subprocess
+import sys
+
+PLANTED = '''
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+from pytest_gemmguard.backends.cpp import CppBackend
+
+
+class SkewOddN(CustomGraphPass):
+    """A real Inductor graph pass that corrupts every GEMM whose N is odd: wrong only in that regime."""
+
+    def __call__(self, graph):
+        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
+        for node in list(graph.nodes):
+            if node.target in gemms and node.meta["val"].shape[-1] % 2 == 1:
+                with graph.inserting_after(node):
+                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, 0.01))
+                node.replace_all_uses_with(skewed)
+                skewed.args = (node, 0.01)
+
+    def uuid(self):
+        return "gemmguard-test-skew-odd-n"
+
+
+class WrongForOddN(AtenBackend):
+    name = "wrong-odd-n"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": SkewOddN()}
+
+
+class SilentFallback(CppBackend):
+    """Says it is CPP but lets Inductor use ATen: every GEMM silently runs another backend."""
+
+    name = "silent-fallback"
+    inductor_name = "ATEN"
+
+
+for backend in (WrongForOddN(), SilentFallback()):
+    if backend.name not in backends.names():
+        backends.register(backend)
+'''
+
+EDGE_TEST = """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm", "addmm"], dtypes=["float32"], epilogues=["none"], max_examples=12)
+def test_gemms(gemm):
+    gemm.check()
+"""
+
+
+def test_wrong_results_in_an_edge_regime_fail_with_a_shrunk_example(pytester):
+    pytester.makeconftest(PLANTED)
+    pytester.makepyfile(EDGE_TEST)
+    result = pytester.runpytest_inprocess("--gemm-backends=wrong-odd-n", "--gemm-seed=1", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "gemmguard: wrong-odd-n produced a wrong result" in out
+    assert "Falsifying example" in out
+    shrunk = re.findall(r"GemmCase\(op='(\w+)', m=(\d+), n=(\d+), k=(\d+)", out)
+    assert shrunk, out
+    op, m, n, k = shrunk[-1]
+    assert int(n) % 2 == 1 and int(n) <= 3, shrunk  # shrunk into the regime, to its smallest N
+    assert "gemmguard reproduce: pytest" in out and "--gemm-replay=" in out
+    repro = re.search(r"repro:\s+python (\S+)", out).group(1)
+    assert (pytester.path / repro).exists()
+
+
+def test_a_backend_that_silently_falls_back_shows_zero_passes(pytester):
+    pytester.makeconftest(PLANTED)
+    pytester.makepyfile(EDGE_TEST)
+    result = pytester.runpytest_inprocess("--gemm-backends=silent-fallback", "-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)  # never passed
+    out = result.stdout.str()
+    assert "unsupported by silent-fallback for every case drawn" in out
+    assert "Inductor ran another backend's GEMM kernel" in out
+    row = next(line for line in out.splitlines() if line.startswith("silent-fallback"))
+    passed, unsupported = row.split()[1:3]
+    assert passed == "0" and unsupported == "1"
+
+
+def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester):
+    """The repro needs torch only: run it in a fresh interpreter, without the plugin on the path."""
+    import torch
+
+    from pytest_gemmguard import backends, oracle, repro
+    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.runner import Gemm
+
+    case = GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")
+    wrong = oracle.Verdict(False, 9.0, 1.0, oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-30, 1, 35))
+    gemm = Gemm(case, "aten", session=None, test_id="t.py::test_x[aten]")
+    path = repro.write(str(pytester.path / "out"), gemm, None, backends.get("aten"), wrong, dynamic=False)
+    proc = subprocess.run([sys.executable, "-I", path], capture_output=True, text=True, timeout=300)
+    assert "max |error|:" in proc.stdout, proc.stderr
+    assert proc.returncode == 1  # the tolerance recorded (1e-30) is still broken: the script says so
+    assert torch.__name__ in open(path).read() and "pytest_gemmguard" not in open(path).read()

@@ -1,0 +1,92 @@
+"""The case space: every regime is reached within the default budget; failures shrink small."""
+
+import torch
+from hypothesis import find, given, settings
+
+from pytest_gemmguard.cases import LAYOUTS, CaseSpec, GemmCase, build_inputs
+from pytest_gemmguard.ops import DTYPES, OPS, STEPS
+from pytest_gemmguard.runner import Options
+from pytest_gemmguard.strategies import PRIMES, gemm_cases, regime_tour
+
+
+def _regimes(cases):
+    seen = set()
+    for c in cases:
+        dims = (c.m, c.n, c.k)
+        seen |= {f"op:{c.op}", f"dtype:{c.dtype}", f"layout:{c.layout}"}
+        seen |= {f"step:{s}" for s in c.steps}
+        if c.m == 1:
+            seen.add("M=1")
+        if any(d in PRIMES for d in dims):
+            seen.add("prime")
+        if any(d % 8 for d in dims):
+            seen.add("not-multiple-of-8")
+        if any(d > 2 and (d - 1) & (d - 2) == 0 for d in dims):
+            seen.add("power-of-two+1")
+        if c.batch > 2:
+            seen.add("batch>2")
+    return seen
+
+
+EVERY_REGIME = (
+    {f"op:{o}" for o in OPS} | {f"dtype:{d}" for d in DTYPES} | {f"layout:{lay}" for lay in LAYOUTS}
+    | {f"step:{s}" for s in STEPS} | {"M=1", "prime", "not-multiple-of-8", "power-of-two+1", "batch>2"}
+)  # fmt: skip
+
+
+def test_the_regime_tour_covers_every_regime_within_the_default_budget():
+    tour = regime_tour(CaseSpec(), "cpu")
+    assert len(tour) < Options().default_examples["cpu"]
+    assert _regimes(tour) >= EVERY_REGIME, EVERY_REGIME - _regimes(tour)
+
+
+def test_the_tour_respects_a_narrowed_spec():
+    spec = CaseSpec(ops=("linear",), dtypes=("bfloat16",), epilogues=("none", "gelu"), shapes=((5, 7, 9),))
+    tour = regime_tour(spec, "cpu")
+    assert {c.op for c in tour} == {"linear"} and {c.dtype for c in tour} == {"bfloat16"}
+    assert {c.epilogue for c in tour} <= {"none", "gelu"} and {(c.m, c.n, c.k) for c in tour} == {(5, 7, 9)}
+
+
+def test_random_generation_alone_reaches_every_regime():
+    seen = set()
+
+    @settings(max_examples=400, database=None, deadline=None)
+    @given(gemm_cases("cpu"))
+    def collect(case):
+        seen.update(_regimes([case]))
+
+    collect()
+    assert seen >= EVERY_REGIME, EVERY_REGIME - seen
+
+
+def test_failures_shrink_to_a_minimal_case():
+    case = find(gemm_cases("cpu"), lambda c: c.k > 40 and c.n % 8 != 0, settings=settings(database=None))
+    assert (case.op, case.m, case.n, case.k) == ("mm", 1, 1, 41)
+    assert (case.dtype, case.layout, case.epilogue) == ("float32", "contiguous", "none")
+
+
+def test_layouts_are_what_they_say():
+    def args(layout):
+        return build_inputs(GemmCase("mm", 6, 10, 8, layout=layout), "cpu").args
+
+    a, b = args("transposed_ab")
+    assert a.stride() == (1, 6) and b.stride() == (1, 8)
+    a, b = args("noncontiguous")
+    assert not a.is_contiguous() and a.stride() == (16, 2)
+    a, b = args("offset")
+    assert a.is_contiguous() and a.storage_offset() == 3 and b.storage_offset() == 3
+
+
+def test_inputs_are_deterministic_and_weights_do_not_depend_on_m():
+    x = build_inputs(GemmCase("linear", 5, 7, 9, dtype="bfloat16"), "cpu").args
+    y = build_inputs(GemmCase("linear", 11, 7, 9, dtype="bfloat16"), "cpu").args
+    assert torch.equal(x[1], y[1]) and torch.equal(x[2], y[2])  # weight and bias shared
+    again = build_inputs(GemmCase("linear", 5, 7, 9, dtype="bfloat16"), "cpu").args
+    assert all(torch.equal(p, q) for p, q in zip(x, again, strict=True))
+    other_seed = build_inputs(GemmCase("linear", 5, 7, 9, dtype="bfloat16", seed=1), "cpu").args
+    assert not torch.equal(x[0], other_seed[0])
+
+
+def test_extras_after_a_cast_take_the_cast_dtype():
+    inputs = build_inputs(GemmCase("mm", 4, 5, 6, dtype="float32", epilogue="bias+cast+residual"), "cpu")
+    assert inputs.extras["epi_bias"].dtype == torch.float32 and inputs.extras["residual"].dtype == torch.bfloat16
