@@ -1,0 +1,195 @@
+"""Baselines: measurements stored as JSON, keyed by a fingerprint of the hardware and software.
+
+A baseline file is one JSON object (never pickle: a baseline is data anyone can read and diff):
+
+    {"format": "gemmguard-baseline", "version": 1, "fingerprint": {...}, "updated": "...",
+     "entries": {"<test id> | <case>": {<Measurement.as_dict()>}, ...}}
+
+Numbers from another GPU, CPU, driver or library version say nothing about this one, so `load` refuses a
+baseline whose fingerprint differs (one line naming what differs) unless forced. A missing file is not
+an error (there is nothing to compare yet); an unreadable or malformed file is an error and `save` never
+overwrites it, so a broken baseline is looked at, not silently replaced. Writes are atomic: a temporary
+file in the same directory, then `os.replace`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import tempfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+FORMAT = "gemmguard-baseline"
+VERSION = 1
+
+
+class BaselineError(Exception):
+    """A baseline cannot be used: corrupt, or from other hardware/software. The message is one line."""
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+            first = fh.readline()
+    except OSError:
+        return None
+    for word in first.split():
+        if word[:1].isdigit() and "." in word:
+            return word
+    return None
+
+
+def fingerprint(device: str = "cpu") -> dict[str, Any]:
+    """What must match for two measurements to be comparable: machine and software versions."""
+    import torch
+
+    fp: dict[str, Any] = {
+        "machine": platform.machine(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "python": ".".join(platform.python_version_tuple()[:2]),
+        "torch": torch.__version__,
+        "triton": _dist_version("triton"),
+        "cutlass_dsl": _dist_version("nvidia-cutlass-dsl"),
+        "device": "cpu",
+    }
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        cap = torch.cuda.get_device_capability()
+        fp.update(
+            device="cuda",
+            gpu=torch.cuda.get_device_name(),
+            gpu_count=torch.cuda.device_count(),
+            sm=f"{cap[0]}{cap[1]}",
+            cuda=torch.version.cuda,
+            driver=_nvidia_driver(),
+        )
+    return fp
+
+
+def fingerprint_diff(a: dict, b: dict) -> list[str]:
+    """'key: mine vs theirs' for every key whose values differ."""
+    return [
+        f"{k}: {b.get(k)!r} here vs {a.get(k)!r} in baseline" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+    ]
+
+
+@dataclass
+class Baseline:
+    path: str
+    fingerprint: dict[str, Any]
+    entries: dict[str, dict] = field(default_factory=dict)
+    forced: bool = False  # loaded despite a foreign fingerprint
+
+
+def read(path: str) -> dict | None:
+    """The raw document, None when the file does not exist; BaselineError if it is not a baseline."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BaselineError(f"gemmguard: cannot read baseline {path}: {exc.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BaselineError(
+            f"gemmguard: baseline {path} is corrupt (not JSON: {exc}); fix or delete it, it will not be overwritten"
+        ) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("entries"), dict):
+        raise BaselineError(
+            f"gemmguard: {path} is not a gemmguard baseline (no format={FORMAT!r} with entries); "
+            "fix or delete it, it will not be overwritten"
+        )
+    if doc.get("version") != VERSION:
+        raise BaselineError(
+            f"gemmguard: baseline {path} has version {doc.get('version')!r}; this gemmguard reads {VERSION}"
+        )
+    if not isinstance(doc.get("fingerprint"), dict):
+        raise BaselineError(f"gemmguard: baseline {path} has no fingerprint; fix or delete it")
+    return doc
+
+
+def load(path: str, here: dict[str, Any], force: bool = False) -> Baseline | None:
+    """The baseline at `path` for this machine; None if missing. Raises BaselineError if it is corrupt,
+    or recorded on other hardware/software (unless `force`)."""
+    doc = read(path)
+    if doc is None:
+        return None
+    diff = fingerprint_diff(doc["fingerprint"], here)
+    if diff and not force:
+        raise BaselineError(
+            f"gemmguard: baseline {path} was recorded on other hardware/software ({'; '.join(diff)}); "
+            "refusing to compare (--gemm-baseline-force to compare anyway)"
+        )
+    return Baseline(path, doc["fingerprint"], doc["entries"], forced=bool(diff))
+
+
+def save(path: str, here: dict[str, Any], entries: dict[str, dict], force: bool = False) -> int:
+    """Merge `entries` into the baseline at `path` (created if missing) and write it atomically.
+
+    Refuses (BaselineError) to touch a corrupt file, and to merge into one from other hardware/software
+    unless `force`, in which case that file's entries are dropped. Returns the number of entries written."""
+    doc = read(path)
+    merged: dict[str, dict] = {}
+    if doc is not None:
+        diff = fingerprint_diff(doc["fingerprint"], here)
+        if diff and not force:
+            raise BaselineError(
+                f"gemmguard: not saving to {path}: it holds a baseline from other hardware/software "
+                f"({'; '.join(diff)}); use another path or --gemm-baseline-force to replace it"
+            )
+        if not diff:
+            merged.update(doc["entries"])
+    merged.update(entries)
+    out = {
+        "format": FORMAT,
+        "version": VERSION,
+        "fingerprint": here,
+        "updated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "entries": dict(sorted(merged.items())),
+    }
+    write_json_atomic(path, out)
+    return len(merged)
+
+
+def write_json_atomic(path: str, obj: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".gemmguard-", suffix=".json.tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
