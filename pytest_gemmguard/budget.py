@@ -1,0 +1,123 @@
+"""Budgets: absolute limits (compile_s, runtime_ms) and limits relative to a baseline (runtime_regression,
+compile_regression), from `[tool.gemmguard]` in pyproject.toml, overridden per test by
+`@pytest.mark.gemm_budget(...)`. `check` turns a measurement and its baseline entry into the list of
+broken budgets, each one line with the numbers, the baseline's and the threshold.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from .errors import GemmUsageError
+from .stats import compare, parse_fraction
+
+
+@dataclass(frozen=True)
+class Budget:
+    compile_s: float | None = None  # cold compile when measured, else this session's compile
+    runtime_ms: float | None = None  # median runtime
+    runtime_regression: float = 0.05  # allowed slowdown against the baseline (ratio of medians - 1)
+    compile_regression: float = 0.20
+    alpha: float = 0.01  # significance level of the runtime regression test (the false-alarm rate)
+
+    def merged(self, overrides: dict[str, Any], where: str) -> Budget:
+        return replace(self, **parse(overrides, where))
+
+
+_FRACTIONS = ("runtime_regression", "compile_regression", "alpha")
+# Keys of [tool.gemmguard] that are not budgets (read by the bench plugin itself).
+SETTINGS = ("cold_compile", "max_time_s", "rel_ci", "min_samples", "verify", "reference", "cpu_threads")
+
+
+def parse(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """Validate budget keys; a bad one raises GemmUsageError naming `where` (a marker or a file)."""
+    known = {f.name for f in fields(Budget)}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in SETTINGS:
+            continue
+        if key not in known:
+            raise GemmUsageError(f"{where}: unknown budget {key!r}; valid: {', '.join(sorted(known))}")
+        if value is None:
+            out[key] = None if key in ("compile_s", "runtime_ms") else getattr(Budget, key)
+            continue
+        try:
+            out[key] = parse_fraction(value, key) if key in _FRACTIONS else float(value)
+        except ValueError as exc:
+            raise GemmUsageError(f"{where}: {exc}") from None
+        if key not in _FRACTIONS and out[key] <= 0:
+            raise GemmUsageError(f"{where}: {key}={value!r} must be > 0")
+    return out
+
+
+def read_pyproject(rootdir: str) -> dict[str, Any]:
+    """The `[tool.gemmguard]` table of rootdir/pyproject.toml ({} if absent)."""
+    path = os.path.join(rootdir, "pyproject.toml")
+    if not os.path.exists(path):
+        return {}
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            return {}
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise GemmUsageError(f"{path}: cannot read [tool.gemmguard]: {exc}") from None
+    table = doc.get("tool", {}).get("gemmguard", {})
+    if not isinstance(table, dict):
+        raise GemmUsageError(f"{path}: [tool.gemmguard] must be a table")
+    return table
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.4g} ms"
+
+
+def check(m, base: dict | None, budget: Budget) -> tuple[list[str], dict[str, Any]]:
+    """Broken budgets of measurement `m` (one line each) and what was compared (for reports)."""
+    broken: list[str] = []
+    info: dict[str, Any] = {}
+    compile_now, compile_kind = m.compile_for_budget()
+    if budget.compile_s is not None and compile_now is not None and compile_now > budget.compile_s:
+        broken.append(f"compile time {compile_now:.2f} s ({compile_kind}) > budget compile_s={budget.compile_s:g} s")
+    if budget.runtime_ms is not None and m.median_s * 1e3 > budget.runtime_ms:
+        ci = f"95% CI {_ms(m.ci_low_s)}..{_ms(m.ci_high_s)}"
+        broken.append(f"runtime {_ms(m.median_s)} ({ci}) > budget runtime_ms={budget.runtime_ms:g} ms")
+    if base is None:
+        return broken, info
+    base_samples = base.get("samples") or []
+    if base_samples and m.samples:
+        cmp = compare(
+            m.samples, base_samples, budget.runtime_regression, budget.alpha, m.ref_median_s, base.get("ref_median_s")
+        )
+        info["runtime"] = {
+            "ratio": cmp.ratio,
+            "p_value": cmp.p_value,
+            "regression": cmp.regression,
+            "normalised": cmp.normalised,
+        }
+        if cmp.regression:
+            broken.append(
+                f"runtime regression {cmp.describe()}: now {_ms(m.median_s)}, baseline {_ms(base['median_s'])}"
+                + (
+                    f" (reference now {_ms(m.ref_median_s)}, baseline {_ms(base['ref_median_s'])})"
+                    if cmp.normalised
+                    else ""
+                )
+            )
+    base_compile = base.get("cold_compile_s") if compile_kind == "cold" else base.get("compile_s")
+    if compile_now is not None and base_compile:
+        ratio = compile_now / base_compile
+        info["compile"] = {"ratio": ratio, "kind": compile_kind}
+        if ratio > 1 + budget.compile_regression:
+            broken.append(
+                f"compile time regression {(ratio - 1) * 100:+.0f}% ({compile_kind}; threshold "
+                f"+{budget.compile_regression * 100:g}%): now {compile_now:.2f} s, baseline {base_compile:.2f} s"
+            )
+    return broken, info

@@ -1,0 +1,152 @@
+"""Cold and warm compile time of one case, measured in a fresh Python process.
+
+A compile in the test process is warm in ways that hide work: torch, Inductor and the backend's modules
+are already imported, C++/Triton toolchains are already probed, and caches may hold the answer. So the
+parent starts `python -m pytest_gemmguard.coldcompile '<json>'` with its Inductor, Triton and CuteDSL caches
+pointed at a new empty directory. The child imports torch, compiles and runs the case once through the
+backend (with provenance: the backend's own kernel must run), which is the *cold* compile; then it clears
+Dynamo's in-memory state and compiles again with the same on-disk caches, which is the *warm* compile. It
+prints one JSON line. Phases come from torch's own compile timers (`torch._dynamo.utils.
+compilation_time_metrics`); they are nested (autotuning happens inside lowering), not a partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+# torch timer names -> the phase they measure (values are summed per phase).
+PHASES = {
+    "dynamo": ("bytecode_tracing", "build_guards"),
+    "aot": ("create_aot_dispatcher_function",),
+    "inductor": ("compile_fx_inner",),
+    "lowering": ("GraphLowering.run",),
+    "codegen": ("GraphLowering.codegen",),
+    "backend_jit": ("PyCodeCache.load_by_key_path",),  # C++/Triton/nvcc builds and module loads
+}
+AUTOTUNE_SUFFIXES = ("_template_autotuning", "_template_precompiling")
+# Where each compiler keeps its on-disk cache, under the fresh root (Compiler.activate uses the first two).
+CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "CUTE_DSL_CACHE_DIR": "cutedsl"}
+ROOT_ENV = "GEMMGUARD_COLD_ROOT"
+
+
+def _timers() -> dict[str, float]:
+    from torch._dynamo.utils import compilation_time_metrics
+
+    return {k: float(sum(v)) for k, v in compilation_time_metrics.items()}
+
+
+def _phases(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    out = {phase: sum(delta.get(n, 0.0) for n in names) for phase, names in PHASES.items()}
+    out["autotune"] = sum(v for k, v in delta.items() if k.endswith(AUTOTUNE_SUFFIXES))
+    return {k: round(v, 4) for k, v in out.items()}
+
+
+def _resolve_fn(spec: dict) -> Any:
+    if not spec.get("fn"):
+        return None
+    import importlib
+
+    module, _, qualname = spec["fn"].partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], list[str]]:
+    import torch
+
+    from . import backends
+    from .cases import GemmCase, build_inputs, case_function
+    from .compile import Compiler, run_checked
+    from .ops import OPS
+
+    case = GemmCase(**spec["case"])
+    backend = backends.get(spec["backend"])
+    inputs = build_inputs(case, backend.device())
+    fn = _resolve_fn(spec)
+    target, flat = (case_function(case.op, case.epilogue, case.dtype), inputs.flat) if fn is None else (fn, inputs.args)
+    op = OPS[case.op]
+    weights = tuple(op.arg_names.index(r) for r in op.weight_args)
+    compiler = Compiler(cache_dir=cache_dir, dynamic=spec.get("dynamic", False), timeout_s=0)
+    compiler.activate()  # the same directories the parent pointed the environment at
+    before = _timers()
+    if backend.device().startswith("cuda"):
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    _, record = run_checked(compiler.compile(backend, target, flat, weights), flat)
+    if backend.device().startswith("cuda"):
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - started
+    kernels = [k for g in record.graphs for k in g.gemm_kernels(backend.name)]
+    return wall, _phases(before, _timers()), kernels
+
+
+def child(spec: dict) -> dict:
+    cache_dir = os.environ[ROOT_ENV]
+    cold_s, cold_phases, kernels = _compile_once(spec, cache_dir)
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    warm_s, warm_phases, _ = _compile_once(spec, cache_dir)
+    return {
+        "cold_s": round(cold_s, 4),
+        "warm_s": round(warm_s, 4),
+        "cold_phases": cold_phases,
+        "warm_phases": warm_phases,
+        "kernels": kernels,
+    }
+
+
+def measure(spec: dict, timeout_s: float = 900.0) -> dict:
+    """Run the child for `spec` ({"backend", "case": GemmCase fields, "fn": "module:qualname" or None,
+    "dynamic"}); its result, or {"error": one line} when it could not measure."""
+    root = tempfile.mkdtemp(prefix="gemmguard-cold-")
+    env = dict(os.environ)
+    for var, sub in CACHE_ENV.items():
+        env[var] = os.path.join(root, sub)
+    env[ROOT_ENV] = root
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest_gemmguard.coldcompile", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"cold compile took more than {timeout_s:g} s"}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"cold compile subprocess failed (rc {proc.returncode}): {tail[:300]}"}
+    result = json.loads(lines[-1])
+    result["process_s"] = round(time.perf_counter() - started, 3)  # interpreter start, imports, both compiles
+    return result
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[1])
+    try:
+        result = child(spec)
+    except Exception as exc:  # reported to the parent as one line
+        result = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    sys.stdout.flush()
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
