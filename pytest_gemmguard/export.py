@@ -1,0 +1,126 @@
+"""Reports of the measurements as files: a JSON report, a Markdown summary, PNG plots.
+
+The JSON report holds every measurement in full (samples included) with the run's fingerprint; the
+Markdown summary is the table a CI job can append to its summary page; the plots show runtime and
+compile time per backend and case, with the baseline next to each bar when there is one. matplotlib is
+optional: without it `plots` says so and draws nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any
+
+from .baseline import write_json_atomic
+
+
+def json_report(path: str, results: list, fingerprint: dict, baseline_path: str | None, notes: list[str]) -> None:
+    write_json_atomic(
+        path,
+        {
+            "format": "gemmguard-report",
+            "version": 1,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "fingerprint": fingerprint,
+            "baseline": baseline_path,
+            "notes": notes,
+            "measurements": [m.as_dict() for m in results],
+        },
+    )
+
+
+def _f(value: float | None, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
+    device = fingerprint.get("gpu") or fingerprint.get("cpu")
+    lines = [
+        "## gemmguard benchmarks",
+        "",
+        f"{device}; torch {fingerprint.get('torch')}"
+        + (f", CUDA {fingerprint['cuda']}" if fingerprint.get("cuda") else "")
+        + (f", triton {fingerprint['triton']}" if fingerprint.get("triton") else ""),
+        "",
+        "| backend | case | compile s | cold s | warm s | median ms | TFLOP/s | % peak | vs ref | vs base | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for m in results:
+        rt = m.compared.get("runtime")
+        change = f"{(rt['ratio'] - 1) * 100:+.1f}%" if rt else "–"
+        verdict = "**failed**" if m.status == "failed" else m.status
+        lines.append(
+            f"| {m.backend} | `{m.case_id}` | {m.compile_s:.2f} | {_f(m.cold_compile_s, '.2f')} | "
+            f"{_f(m.warm_compile_s, '.2f')} | {m.median_s * 1e3:.4g} | {m.tflops:.3g} | {_f(m.pct_peak, '.1f')} | "
+            f"{_f(m.ref_ratio, '.3f')} | {change} | {verdict} |"
+        )
+    failures = [(m, b) for m in results for b in m.broken]
+    if failures:
+        lines += ["", "### Broken budgets", ""]
+        lines += [f"- {m.backend} `{m.case_id}`: {b}" for m, b in failures]
+    if notes:
+        lines += ["", *[f"> {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: str, results: list, fingerprint: dict, notes: list[str]) -> None:
+    text = markdown(results, fingerprint, notes)
+    # GitHub's job summary file is shared with other steps: append to it, replace anything else.
+    mode = "a" if os.path.abspath(path) == os.path.abspath(os.environ.get("GITHUB_STEP_SUMMARY") or "\0") else "w"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, mode, encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def plots(directory: str, results: list, baseline: Any = None) -> list[str] | str:
+    """runtime.png and compile.png under `directory`; the paths written, or why none were."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install matplotlib): no plots drawn"
+    if not results:
+        return "nothing measured: no plots drawn"
+    os.makedirs(directory, exist_ok=True)
+    labels = [f"{m.backend}\n{m.case_id}" for m in results]
+    base = [(baseline.entries.get(m.key) if baseline is not None else None) for m in results]
+    written = []
+    panels = (
+        (
+            "runtime.png",
+            "median runtime (ms)",
+            [m.median_s * 1e3 for m in results],
+            [b["median_s"] * 1e3 if b else None for b in base],
+            [(m.median_s - m.ci_low_s) * 1e3 for m in results],
+            [(m.ci_high_s - m.median_s) * 1e3 for m in results],
+        ),
+        (
+            "compile.png",
+            "compile time (s; cold when measured)",
+            [m.compile_for_budget()[0] or 0.0 for m in results],
+            [(b.get("cold_compile_s") or b.get("compile_s")) if b else None for b in base],
+            None,
+            None,
+        ),
+    )
+    for name, ylabel, now, then, err_lo, err_hi in panels:
+        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(results) + 2), 4.5))
+        xs = list(range(len(results)))
+        width = 0.4
+        yerr = [err_lo, err_hi] if err_lo is not None else None
+        ax.bar([x - width / 2 for x in xs], now, width, yerr=yerr, capsize=3, label="this run")
+        if any(t is not None for t in then):
+            ax.bar([x + width / 2 for x in xs], [t or 0.0 for t in then], width, label="baseline", alpha=0.7)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel(ylabel)
+        ax.legend()
+        fig.tight_layout()
+        out = os.path.join(directory, name)
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        written.append(out)
+    return written
