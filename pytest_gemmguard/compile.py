@@ -215,29 +215,28 @@ def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, Cal
     """Run and insist on provenance: raise Unsupported unless the backend's own kernels did the GEMMs."""
     try:
         out, record = compiled(*inputs)
-    except CompileTimeout:
-        raise
     except Exception as exc:
-        reason = _no_choice_reason(exc)
-        if reason is None:
-            raise
-        raise Unsupported(compiled.backend.name, reason) from None
+        # Dynamo and Inductor wrap what goes wrong inside them; look through the wrappers.
+        chain = list(_causes(exc))
+        timeout = next((e for e in chain if isinstance(e, CompileTimeout)), None)
+        if timeout is not None:
+            raise timeout from None
+        if any(type(e).__name__ == "NoValidChoicesError" for e in chain) or "NoValidChoicesError" in str(exc):
+            raise Unsupported(compiled.backend.name, "Inductor found no valid choice (NoValidChoicesError)") from None
+        raise
     reason = no_own_kernel_reason(record.graphs, compiled.backend.name)
     if reason is not None:
         raise Unsupported(compiled.backend.name, reason)
     return out, record
 
 
-def _no_choice_reason(exc: BaseException) -> str | None:
-    """Inductor's 'no valid choice' (possibly wrapped in lowering/backend errors) as one line."""
+def _causes(exc: BaseException) -> Iterator[BaseException]:
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if type(e).__name__ == "NoValidChoicesError" or "NoValidChoicesError" in str(e).split("\n", 1)[0]:
-            return "Inductor found no valid choice (NoValidChoicesError)"
+        yield e
         e = e.__cause__ or e.__context__
-    return None
 
 
 def _content_key(tensors) -> str:

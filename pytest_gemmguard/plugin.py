@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from . import backends
+from . import backends, bench_plugin
 from .cases import RUNNER_FIXTURE
 from .errors import GemmUsageError, Unsupported
 
@@ -20,6 +20,7 @@ UNSUPPORTED_PREFIX = "gemmguard: unsupported"
 UNAVAILABLE_PREFIX = "gemmguard: backend"
 _SESSION = pytest.StashKey["Any"]()
 _SELECTED = pytest.StashKey["list[str]"]()
+_OUTCOMES = pytest.StashKey["Any"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,6 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-repro-dir", default="gemmguard-repro", help="where standalone repro scripts go")
     parser.addini("gemm_backends", "default for --gemm-backends", default=None)
     parser.addini("gemm_max_examples", "default examples per gemm case", default=None)
+    bench_plugin.add_options(parser)
 
 
 def parse_backends(text: str, known: list[str]) -> list[str]:
@@ -102,12 +104,24 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     compiler.activate()
     options = Options(max_examples, config.getoption("--gemm-seed"), replay, config.getoption("--gemm-repro-dir"))
+    if config.get_verbosity() >= 1:
+        options.progress = lambda line: _live_line(config, line)
     from .report import Outcomes
 
-    session = GemmSession(compiler, options)
-    session.outcomes = Outcomes()
-    config.stash[_SESSION] = session
+    config.stash[_SESSION] = GemmSession(compiler, options)
+    config.stash[_OUTCOMES] = Outcomes()
     config.stash[_SELECTED] = selected
+    config.pluginmanager.register(bench_plugin, "gemmguard-bench")
+
+
+def _live_line(config: pytest.Config, line: str) -> None:
+    """Write a progress line to the terminal while a test runs (past pytest's output capture)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(f"    gemmguard {line}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -152,7 +166,6 @@ class _Runner:
         self.session, self.backend, self.nodeid = session, backend, nodeid
 
     def run_cases(self, test: Callable, spec, fixtures: dict) -> None:
-        _require(self.backend)
         self.session.run_cases(test, spec, fixtures, self.backend, self.nodeid)
 
 
@@ -197,8 +210,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.longrepr = (str(item.path), item.location[1] or 0, f"{UNSUPPORTED_PREFIX} {call.excinfo.value}")
     backend = getattr(item, "callspec", None) and item.callspec.params.get("gemm_backend")
     if backend and (report.when == "call" or report.outcome != "passed"):
-        session = item.config.stash[_SESSION]
-        session.outcomes.add(backend, _classify(report))
+        item.config.stash[_OUTCOMES].add(backend, _classify(report))
 
 
 def _classify(report: pytest.TestReport) -> str:
@@ -215,13 +227,13 @@ def _classify(report: pytest.TestReport) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    session = config.stash.get(_SESSION, None)
-    if session is None or not session.outcomes.by_backend:
+    session, outcomes = config.stash.get(_SESSION, None), config.stash.get(_OUTCOMES, None)
+    if session is None or outcomes is None or not outcomes.by_backend:
         return
     from .report import results_table
 
     terminalreporter.section("gemmguard results")
     for line in results_table(
-        config.stash[_SELECTED], session.outcomes, session.tally, session.compiler.stats, session.compiler.dynamic
+        config.stash[_SELECTED], outcomes, session.tally, session.compiler.stats, session.compiler.dynamic
     ):
         terminalreporter.write_line(line)

@@ -17,7 +17,7 @@ from typing import Any
 from . import backends, oracle, repro
 from .cases import CaseInputs, CaseSpec, GemmCase, build_inputs, case_function
 from .compile import CallRecord, Compiler, run_checked
-from .errors import Unsupported
+from .errors import CompileTimeout, Unsupported
 from .ops import DTYPES, OPS
 
 
@@ -55,6 +55,7 @@ class Options:
     seed: int | None = None
     replay: str | None = None  # "version:blob" from a failure report
     repro_dir: str = "gemmguard-repro"
+    progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires -v)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
 
 
@@ -158,14 +159,13 @@ class GemmSession:
 
     def run_cases(self, test: Callable, spec: CaseSpec, fixtures: dict, backend: str, test_id: str) -> None:
         import hypothesis
+        import pytest
         from hypothesis import HealthCheck, given, settings
 
         from . import strategies
 
         probe = backends.probe(backend)
         if not probe.available:
-            import pytest
-
             pytest.skip(f"gemmguard: backend {backend} {probe.line()}")
         device = backends.get(backend).device()
         seed = self.options.seed or 0
@@ -173,24 +173,36 @@ class GemmSession:
         strategy = strategies.gemm_cases(device, shapes=spec.shapes, seed=seed, **narrowed)
         tour = strategies.regime_tour(spec, device, seed)
         budget = self.options.max_examples or spec.max_examples or self.options.default_examples[device]
-        outcome = Counter()
+        outcome: Counter = Counter()
         reasons: Counter = Counter()
+        timed_out: list[CompileTimeout] = []
 
         def one_example(case: GemmCase) -> None:
+            if timed_out:  # one timeout ends the test: don't let Hypothesis pay for more
+                return
+            step = outcome["ran"] + outcome["unsupported"] + 1
+            started = time.perf_counter()
             try:
                 test(gemm=Gemm(case, backend, self, test_id), **fixtures)
                 outcome["ran"] += 1
+                verdict = "verified"
             except Unsupported as exc:
                 outcome["unsupported"] += 1
                 reasons[exc.reason] += 1
                 hypothesis.event(f"unsupported: {exc.reason}")
+                verdict = "unsupported"
+            except CompileTimeout as exc:
+                timed_out.append(exc)
+                verdict = "timed out"
+            took = time.perf_counter() - started
+            self._progress(f"[{backend}] {step}/{budget} {case.describe()}: {verdict} ({took:.1f} s)")
 
         # Hypothesis explores first, so whatever it finds is shrunk; then the regime tour (explicit
         # cases, which Hypothesis never shrinks, hence already small) guarantees every regime ran.
         # Both come out of one budget.
         explicit = tour[: max(budget - 1, 1)] if self.options.replay is None else []
-        common = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck))
-        explore = settings(max_examples=max(budget - len(explicit), 1), report_multiple_bugs=False, **common)(
+        shared = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck))
+        explore = settings(max_examples=max(budget - len(explicit), 1), report_multiple_bugs=False, **shared)(
             given(case=strategy)(one_example)
         )
         if self.options.seed is not None:
@@ -205,21 +217,25 @@ class GemmSession:
             visit = given(case=strategy)(one_example)
             for case in reversed(explicit):
                 visit = hypothesis.example(case=case)(visit)
-            runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **common)(visit))
+            runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **shared)(visit))
         try:
             for run in runs:
                 run()
         except BaseException as exc:
             _append_replay_line(exc, test_id)
             raise
+        if timed_out:
+            pytest.fail(f"gemmguard: {timed_out[0]}", pytrace=False)
         if outcome["ran"] == 0 and outcome["unsupported"]:
-            import pytest
-
-            common = reasons.most_common(1)[0][0]
+            example = reasons.most_common(1)[0][0]
             pytest.skip(
                 f"gemmguard: unsupported by {backend} for every case drawn "
-                f"({outcome['unsupported']} examples; e.g. {common})"
+                f"({outcome['unsupported']} examples; e.g. {example})"
             )
+
+    def _progress(self, message: str) -> None:
+        if self.options.progress is not None:
+            self.options.progress(message)
 
 
 def _fused(kernel_name: str) -> bool:

@@ -106,3 +106,46 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester)
     assert "max |error|:" in proc.stdout, proc.stderr
     assert proc.returncode == 1  # the tolerance recorded (1e-30) is still broken: the script says so
     assert torch.__name__ in open(path).read() and "pytest_gemmguard" not in open(path).read()
+
+
+SLOW = '''
+import time
+
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class Stall(CustomGraphPass):
+    """A compile that takes far longer than it should (a planted compile-time blow-up)."""
+
+    def __call__(self, graph):
+        time.sleep(30)
+
+    def uuid(self):
+        return "gemmguard-test-stall"
+
+
+class SlowCompile(AtenBackend):
+    name = "slow-compile"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": Stall()}
+
+
+if "slow-compile" not in backends.names():
+    backends.register(SlowCompile())
+'''
+
+
+def test_a_compile_past_the_timeout_fails_the_test_at_once(pytester):
+    pytester.makeconftest(SLOW)
+    pytester.makepyfile(EDGE_TEST)
+    started = __import__("time").perf_counter()
+    result = pytester.runpytest_inprocess(
+        "--gemm-backends=slow-compile", "--gemm-compile-timeout=2", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*gemmguard: slow-compile: compile/run exceeded the 2 s limit*"])
+    assert __import__("time").perf_counter() - started < 25  # not one stalled compile per example
