@@ -55,6 +55,10 @@ class Backend:
         """True when `launch` is a GEMM kernel of this backend."""
         raise NotImplementedError
 
+    def describe_kernel(self, launch: KernelLaunch) -> str:
+        """Optional: which of this backend's templates or kernels `launch` is (for reports)."""
+        return launch.name
+
 
 def cuda_probe(min_capability: tuple[int, int] = (7, 0)) -> Probe | None:
     """None when a CUDA device of at least `min_capability` is present; else why not."""
