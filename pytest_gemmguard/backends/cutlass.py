@@ -1,28 +1,195 @@
-"""CUTLASS: Inductor's CUTLASS C++ templates, generated as CUDA C++ and built with nvcc."""
+"""CUTLASS: Inductor's CUTLASS C++ templates, generated as CUDA C++ and built with nvcc.
+
+torch (2.11 to 2.13) looks for a CUTLASS *source tree* at `config.cutlass.cutlass_dir`: `python/` holding
+`cutlass_library`, `cutlass_cppgen` and `pycute`, plus `include/` and `tools/{library,util}/...` for nvcc.
+`pip install nvidia-cutlass` ships the same pieces under another layout (the C++ headers live inside
+the `cutlass_library` package, under `source/`). gemmguard assembles the layout torch expects, as a tree
+of symbolic links in its own cache directory, and points Inductor at it. (The `config.cuda` copy of
+`cutlass_dir` is not the one torch reads.)
+
+Compile time is bounded by default: nvcc builds one shared library per autotuning choice, so only a
+few configs (and one L2 swizzle) are profiled. GEMMGUARD_CUTLASS_CONFIGS overrides the number of configs
+and GEMMGUARD_CUTLASS_ALLOWLIST restricts the op names (a regex, e.g. "warpspecialized_cooperative").
+Every nvcc build is timed: `nvcc_seconds()` is the running total for this process.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import re
 import shutil
+import threading
+import time
+from typing import Any
 
 from ..provenance import KernelLaunch
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
+
+DEFAULT_CONFIGS = 2
+# Source-tree path -> path inside the pip package (relative to site-packages).
+_LAYOUT = {
+    "python/cutlass_library": "cutlass_library",
+    "python/cutlass_cppgen": "cutlass_cppgen",
+    "python/pycute": "pycute",
+    "include": "cutlass_library/source/include",
+    "tools/library/include": "cutlass_library/source/tools/library/include",
+    "tools/library/src": "cutlass_library/source/tools/library/src",
+    "tools/util/include": "cutlass_library/source/tools/util/include",
+}
+_OP_NAME = re.compile(r"\bcutlass\w*_gemm\w*|\bcutlass3x_\w+")
+
+
+def _site_packages() -> str | None:
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.dirname(os.path.realpath(next(iter(spec.submodule_search_locations))))
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nvidia-cutlass")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def assemble_tree(root: str | None = None) -> str:
+    """Build (once) the CUTLASS source-tree layout torch expects, as links into the pip package."""
+    site = _site_packages()
+    if site is None:
+        raise RuntimeError("Python package cutlass_library (pip install nvidia-cutlass) is not importable")
+    base = (
+        root or os.environ.get("GEMMGUARD_CUTLASS_TREE") or os.path.join(os.path.expanduser("~"), ".cache", "gemmguard")
+    )
+    tree = os.path.join(base, f"cutlass-tree-{_package_version()}")
+    for rel, src in _LAYOUT.items():
+        target = os.path.join(site, src)
+        if not os.path.isdir(target):
+            raise RuntimeError(f"nvidia-cutlass {_package_version()} lacks {src}/ (expected at {target})")
+        link = os.path.join(tree, rel)
+        if os.path.islink(link) and os.path.realpath(link) == os.path.realpath(target):
+            continue
+        if os.path.lexists(link):
+            os.unlink(link) if os.path.islink(link) else shutil.rmtree(link)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(target, link)
+    return tree
+
+
+class _NvccClock:
+    """Times CUDA builds by wrapping Inductor's CUDA code cache compile (outermost call only)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.builds = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self.installed = False
+
+    def install(self) -> None:
+        if self.installed:
+            return
+        try:
+            from torch._inductor import codecache
+        except ImportError:
+            return
+        for cls_name in ("CUTLASSCodeCache", "CUDACodeCache"):
+            cls = getattr(codecache, cls_name, None)
+            if cls is not None and "compile" in cls.__dict__:
+                cls.compile = classmethod(self._timed(cls.__dict__["compile"].__func__))
+                self.installed = True
+                return
+
+    def _timed(self, original):
+        def timed(cls_, source_code, dst_file_ext, *args, **kwargs):
+            depth = getattr(self._local, "depth", 0)
+            self._local.depth = depth + 1
+            started = time.perf_counter()
+            try:
+                return original(cls_, source_code, dst_file_ext, *args, **kwargs)
+            finally:
+                self._local.depth = depth
+                if depth == 0:
+                    with self._lock:
+                        self.seconds += time.perf_counter() - started
+                        self.builds += 1
+
+        return timed
+
+
+_NVCC = _NvccClock()
+
+
+def nvcc_seconds() -> tuple[float, int]:
+    """(seconds, calls) spent in Inductor's CUDA code cache compile (nvcc) in this process so far.
+    Calls run in parallel threads during autotuning, so the seconds are summed, not wall time."""
+    return _NVCC.seconds, _NVCC.builds
+
+
+def _set_if_known(options: dict[str, Any], key: str, value: Any) -> None:
+    """Add a dotted Inductor config key only if this torch has it (names moved between versions)."""
+    import torch._inductor.config as config
+
+    obj: Any = config
+    for part in key.split("."):
+        if not hasattr(obj, part):
+            return
+        obj = getattr(obj, part)
+    options[key] = value
 
 
 class CutlassBackend(Backend):
     name = "cutlass"
     inductor_name = "CUTLASS"
-    summary = "Inductor's CUTLASS C++ templates (nvcc-built)"
+    summary = "Inductor's CUTLASS C++ templates (nvcc-built, from pip nvidia-cutlass)"
+    _tree: str | None = None
 
     def probe(self) -> Probe:
         problem = cuda_probe((8, 0)) or missing_module("cutlass_library", "nvidia-cutlass")
         if problem:
             return problem
-        if shutil.which("nvcc") is None and not shutil.os.path.exists("/usr/local/cuda/bin/nvcc"):
+        nvcc = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
+        if nvcc is None:
             return Probe(False, "nvcc not found", "install the CUDA toolkit and put nvcc on PATH")
-        return Probe(True, detail=gpu_detail())
+        try:
+            tree = self.tree()
+        except (OSError, RuntimeError) as exc:
+            return Probe(False, f"cannot assemble a CUTLASS tree: {exc}", "pip install nvidia-cutlass>=4.2")
+        return Probe(True, detail=f"{gpu_detail()}, nvidia-cutlass {_package_version()}, tree {tree}, {nvcc}")
+
+    def tree(self) -> str:
+        if self._tree is None:
+            self._tree = assemble_tree()
+        return self._tree
+
+    def inductor_options(self) -> dict[str, Any]:
+        options = super().inductor_options()
+        tree = self.tree()
+        # Compile workers started by Inductor read the tree from the environment.
+        os.environ.setdefault("TORCHINDUCTOR_CUTLASS_DIR", tree)
+        _NVCC.install()
+        configs = int(os.environ.get("GEMMGUARD_CUTLASS_CONFIGS", DEFAULT_CONFIGS))
+        _set_if_known(options, "cutlass.cutlass_dir", tree)
+        _set_if_known(options, "cutlass.cutlass_max_profiling_configs", configs)
+        _set_if_known(options, "cutlass.cutlass_max_profiling_swizzle_options", [2])
+        allow = os.environ.get("GEMMGUARD_CUTLASS_ALLOWLIST")
+        if allow:
+            _set_if_known(options, "cutlass.cutlass_op_allowlist_regex", allow)
+        # One nvcc build that hangs must not hold the session: bound each precompile.
+        _set_if_known(options, "precompilation_timeout_seconds", 300)
+        return options
 
     def claims(self, launch: KernelLaunch) -> bool:
-        return launch.kind == "cuda" or "cutlass" in launch.name
+        # CUTLASS templates are the only CUDA C++ kernels Inductor generates (async_compile.cuda).
+        return launch.kind == "cuda" or (launch.kind != "extern" and "cutlass" in launch.name)
+
+    def describe_kernel(self, launch: KernelLaunch) -> str:
+        ops = sorted(set(_OP_NAME.findall(launch.source)), key=len)
+        op = next((o for o in ops if "sm" in o and "gemm" in o), ops[-1] if ops else "")
+        return f"{launch.name} ({op})" if op else launch.name
 
 
 BACKEND = CutlassBackend()
