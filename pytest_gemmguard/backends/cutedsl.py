@@ -1,14 +1,29 @@
 """CUTEDSL: GEMMs written in NVIDIA's CuteDSL, through the best route this machine has.
 
-Routes, in order: Inductor NVGEMM (`cutlass.operators` on torch >= 2.14, the preview `cutlass_api`
-before), Inductor's CUTEDSL backend (a Blackwell grouped GEMM), and otherwise none. The probe names
-the route it found; results carry it as cutedsl[nvgemm] and so on.
+Routes, in the order the probe tries them:
+
+* `inductor-cutedsl`: Inductor's CUTEDSL backend, a grouped GEMM for Blackwell (SM100+) only; on
+  Hopper and older it is reported, never used.
+* `nvgemm`: Inductor's NVGEMM backend (NVIDIA Universal GEMM). torch >= 2.14 takes it from
+  `cutlass.operators` (pip nvidia-cutlass-operators); torch 2.11 to 2.13 from the preview `cutlass_api`
+  package, which has no wheel (it installs from the `python/cutlass_api` folder of NVIDIA/cutlass). On
+  SM90 with torch 2.11 only its SM80 tensor-op GEMM qualifies: fp16/bf16, no epilogue fusion.
+
+The probe's detail names the route; `describe_kernel` names the CuteDSL kernel class that ran, so a
+result reads as cutedsl[nvgemm] with the kernel behind it.
 """
 
 from __future__ import annotations
 
+import os
+import re
+from typing import Any
+
 from ..provenance import KernelLaunch
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
+
+_KERNEL_CLASS = re.compile(r"\b(Sm\d+\w*(?:Gemm|Kernel)\w*)")
+_KERNEL_BY_NAME = re.compile(r"get_kernel_by_name\(\s*['\"]([^'\"]+)['\"]")
 
 
 def _torch_at_least(major: int, minor: int) -> bool:
@@ -16,6 +31,15 @@ def _torch_at_least(major: int, minor: int) -> bool:
 
     parts = torch.__version__.split("+")[0].split(".")
     return (int(parts[0]), int(parts[1])) >= (major, minor)
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
 
 
 class CuteDslBackend(Backend):
@@ -30,19 +54,46 @@ class CuteDslBackend(Backend):
             return problem
         import torch
 
+        dsl = f"nvidia-cutlass-dsl {_version('nvidia-cutlass-dsl')}"
         if torch.cuda.get_device_capability() >= (10, 0):
             self.inductor_name, self.route = "CUTEDSL", "inductor-cutedsl"
-            return Probe(True, detail=f"{gpu_detail()}, route {self.route}")
+            return Probe(True, detail=f"{gpu_detail()}, {dsl}, route cutedsl[{self.route}]")
+        self.inductor_name, self.route = "NVGEMM", "nvgemm"
         if _torch_at_least(2, 14):
             problem = missing_module("cutlass.operators", "nvidia-cutlass-operators")
+            provider = f"cutlass.operators {_version('nvidia-cutlass-operators')}"
         else:
             problem = missing_module("cutlass_api", "the python/cutlass_api folder of NVIDIA/cutlass")
+            provider = "cutlass_api (preview, from NVIDIA/cutlass)"
         if problem:
             return problem
-        return Probe(True, detail=f"{gpu_detail()}, route {self.route}")
+        return Probe(
+            True,
+            detail=f"{gpu_detail()}, {dsl}, route cutedsl[{self.route}] via {provider}; "
+            "Inductor CUTEDSL skipped (Blackwell-only grouped GEMM)",
+        )
+
+    def inductor_options(self) -> dict[str, Any]:
+        options = super().inductor_options()
+        options["max_autotune_gemm_backends"] = self.inductor_name
+        import torch._inductor.config as config
+
+        if self.inductor_name == "NVGEMM" and hasattr(config, "nvgemm_max_profiling_configs"):
+            options["nvgemm_max_profiling_configs"] = int(os.environ.get("GEMMGUARD_NVGEMM_CONFIGS", "3"))
+        return options
 
     def claims(self, launch: KernelLaunch) -> bool:
+        if launch.kind == "extern":
+            return False
         return "nv_universal_gemm" in launch.name or launch.name.startswith("cutedsl")
+
+    def describe_kernel(self, launch: KernelLaunch) -> str:
+        if not self.claims(launch):
+            return launch.name
+        named = _KERNEL_BY_NAME.search(launch.source)
+        found = named.group(1) if named else next(iter(_KERNEL_CLASS.findall(launch.source)), "")
+        route = f"cutedsl[{self.route}]"
+        return f"{launch.name} ({route}{', ' + found if found else ''})"
 
 
 BACKEND = CuteDslBackend()
