@@ -27,6 +27,7 @@ from ..provenance import KernelLaunch
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
 
 DEFAULT_CONFIGS = 2
+BUILD_S = 0.5
 # Source-tree path -> path inside the pip package (relative to site-packages).
 _LAYOUT = {
     "python/cutlass_library": "cutlass_library",
@@ -112,9 +113,10 @@ class _NvccClock:
                 return original(cls_, source_code, dst_file_ext, *args, **kwargs)
             finally:
                 self._local.depth = depth
-                if depth == 0:
+                elapsed = time.perf_counter() - started
+                if depth == 0 and elapsed > BUILD_S:  # quicker calls were cache hits, not builds
                     with self._lock:
-                        self.seconds += time.perf_counter() - started
+                        self.seconds += elapsed
                         self.builds += 1
 
         return timed
@@ -124,8 +126,8 @@ _NVCC = _NvccClock()
 
 
 def nvcc_seconds() -> tuple[float, int]:
-    """(seconds, calls) spent in Inductor's CUDA code cache compile (nvcc) in this process so far.
-    Calls run in parallel threads during autotuning, so the seconds are summed, not wall time."""
+    """(seconds, builds) spent in Inductor's CUDA code cache compile (nvcc) in this process so far.
+    Builds run in parallel threads during autotuning, so the seconds are summed, not wall time."""
     return _NVCC.seconds, _NVCC.builds
 
 
