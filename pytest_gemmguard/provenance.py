@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 # Names Inductor gives GEMM library calls in generated code (extern_kernels.X / torch.ops.aten.X),
 # and the oneDNN/MKL linear ops CPU weight-prepacking turns a GEMM into.
-LIBRARY_GEMMS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_int_mm", "matmul", "linear"}
+LIBRARY_GEMMS = {"mm", "addmm", "bias_addmm", "bmm", "baddbmm", "_scaled_mm", "_int_mm", "matmul", "linear"}
 VENDOR_LINEAR = re.compile(r"torch\.ops\.(mkldnn|mkl|onednn)\.(\w+)")
 _DEF = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.M)
 _EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
