@@ -45,6 +45,12 @@ class GpuLog:
     def __init__(self, path: str | None) -> None:
         self.path = path
 
+    def code(self, name: str, text: str) -> None:
+        """Keep a compiled graph's generated code next to the log (code-<name>.py)."""
+        if self.path:
+            with open(os.path.join(os.path.dirname(self.path) or ".", f"code-{name}.py"), "w") as f:
+                f.write(text)
+
     def write(self, **record) -> None:
         if self.path:
             with open(self.path, "a") as f:

@@ -94,3 +94,20 @@ def test_cutedsl_claims_nvgemm_and_names_the_kernel():
     assert cutedsl.BACKEND.claims(launch)
     assert "Sm80TensorOpGemmKernel_bf16_128x128" in cutedsl.BACKEND.describe_kernel(launch)
     assert not cutedsl.BACKEND.claims(KernelLaunch("nv_universal_gemm", "extern"))
+
+
+def test_aten_claims_bias_addmm():
+    """Inductor's ATen choice for addmm with a broadcast bias is extern_kernels.bias_addmm (seen on the H200)."""
+    from pytest_gemmguard.backends import aten
+
+    assert aten.BACKEND.claims(KernelLaunch("bias_addmm", "extern"))
+
+
+def test_k_slices_in_pointwise_kernels_are_not_triton():
+    """Seen on the H200 (torch 2.11): a 16x64x4096 fp32 mm under TRITON alone ran as two launches of
+    triton_poi_fused_mm_0, no template kernel: provenance must not count that as a triton GEMM."""
+    poi = KernelLaunch("triton_poi_fused_mm_0", "triton", "")
+    launches = (poi, poi)
+    graph = GraphProvenance(1, launches, attribute(launches, claimers()))
+    reason = no_own_kernel_reason([graph], "triton")
+    assert reason is not None and "triton_poi_fused_mm_0" in reason
