@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 # Names Inductor gives GEMM library calls in generated code (extern_kernels.X / torch.ops.aten.X),
 # and the oneDNN/MKL linear ops CPU weight-prepacking turns a GEMM into.
 LIBRARY_GEMMS = {"mm", "addmm", "bias_addmm", "bmm", "baddbmm", "_scaled_mm", "_int_mm", "matmul", "linear"}
-VENDOR_LINEAR = re.compile(r"torch\.ops\.(mkldnn|mkl|onednn)\.(\w+)")
+# Only calls count: generated code also names ops inside strings (assert_size_stride messages).
+VENDOR_LINEAR = re.compile(r"torch\.ops\.(mkldnn|mkl|onednn)\.(\w+)(?:\.\w+)?\(")
 _DEF = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.M)
 _EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
-_ATEN_OP = re.compile(r"torch\.ops\.aten\.(\w+)")
+_ATEN_OP = re.compile(r"torch\.ops\.aten\.(\w+)(?:\.\w+)?\(")
 # A kernel whose name says it computes a GEMM node, whether or not it is a GEMM kernel.
 _GEMM_NAME = re.compile(r"_(mm|addmm|bmm|baddbmm|_scaled_mm|linear)(_|$)")
 

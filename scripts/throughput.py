@@ -1,6 +1,11 @@
 """Verified GEMM cases per minute, per backend: naive (one cold compile per case) vs gemmguard.
 
-    python scripts/throughput.py --cases 24 --backends aten,cpp
+    python scripts/throughput.py --cases 24 --backends aten,cpp --space wide
+    python scripts/throughput.py --cases 24 --backends aten,cpp --space narrow
+
+Spaces: `wide` is the whole case space (what `@gemm_case()` draws); `narrow` is one layer type with
+drawn shapes (`@gemm_case(ops=["linear"], dtypes=["bfloat16"], epilogues=["bias+gelu"],
+layouts=["contiguous"])`), the usual shape of a user's test for their own model.
 
 Draws the same cases (fixed seed) for every mode, so the modes are compared on identical work:
   naive    every case: torch._dynamo.reset() and a fresh, empty Inductor cache dir, then compile+check
@@ -18,9 +23,12 @@ import sys
 import tempfile
 import time
 
+NARROW = dict(ops=["linear"], dtypes=["bfloat16"], epilogues=["bias+gelu"], layouts=["contiguous"])
 
-def draw(n: int, seed: int) -> list:
-    from hypothesis import HealthCheck, given, seed as hseed, settings
+
+def draw(n: int, seed: int, space: str = "wide") -> list:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
 
     from pytest_gemmguard.strategies import gemm_cases
 
@@ -28,7 +36,7 @@ def draw(n: int, seed: int) -> list:
 
     @hseed(seed)
     @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(gemm_cases("cpu"))
+    @given(gemm_cases("cpu", **(NARROW if space == "narrow" else {})))
     def collect(case):
         if len(out) < n:
             out.append(case)
@@ -37,14 +45,14 @@ def draw(n: int, seed: int) -> list:
     return out
 
 
-def run_mode(mode: str, backend: str, n: int, seed: int) -> dict:
+def run_mode(mode: str, backend: str, n: int, seed: int, space: str) -> dict:
     import torch
 
     from pytest_gemmguard.compile import Compiler
     from pytest_gemmguard.errors import Unsupported
     from pytest_gemmguard.runner import Gemm, GemmMismatch, GemmSession, Options
 
-    cases = draw(n, seed)
+    cases = draw(n, seed, space)
     compiler = Compiler(dynamic=(mode == "dynamic"))
     compiler.activate()
     session = GemmSession(compiler, Options())
@@ -65,7 +73,7 @@ def run_mode(mode: str, backend: str, n: int, seed: int) -> dict:
             failed += 1
     wall = time.perf_counter() - started
     compiler.deactivate()
-    return dict(mode=mode, backend=backend, cases=n, verified=verified, unsupported=unsupported,
+    return dict(space=space, mode=mode, backend=backend, cases=n, verified=verified, unsupported=unsupported,
                 failed=failed, wall_s=round(wall, 1), verified_per_min=round(60 * verified / wall, 1),
                 compiles=compiler.stats["compiles"])  # fmt: skip
 
@@ -75,10 +83,11 @@ def main() -> None:
     p.add_argument("--cases", type=int, default=24)
     p.add_argument("--backends", default="aten,cpp")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--space", choices=["wide", "narrow"], default="wide")
     p.add_argument("--one", nargs=2, metavar=("MODE", "BACKEND"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
-        print(json.dumps(run_mode(args.one[0], args.one[1], args.cases, args.seed)))
+        print(json.dumps(run_mode(args.one[0], args.one[1], args.cases, args.seed, args.space)))
         return
     rows = []
     for backend in args.backends.split(","):
@@ -97,10 +106,10 @@ def main() -> None:
             print(f"[throughput] {backend} {mode}: {args.cases} cases ...", file=sys.stderr, flush=True)
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             rows.append(json.loads(out))
-    print(f"{'backend':8s} {'mode':8s} {'verified':>8s} {'unsup':>5s} {'failed':>6s} {'wall s':>7s} {'cases/min':>9s}")
+    columns = ("space", "backend", "mode", "verified", "unsupported", "failed", "wall_s", "verified_per_min")
+    print(" ".join(f"{c:>10s}" for c in columns))
     for r in rows:
-        print(f"{r['backend']:8s} {r['mode']:8s} {r['verified']:8d} {r['unsupported']:5d} {r['failed']:6d} "
-              f"{r['wall_s']:7.1f} {r['verified_per_min']:9.1f}")  # fmt: skip
+        print(" ".join(f"{r[c]!s:>10s}" for c in columns))
 
 
 if __name__ == "__main__":

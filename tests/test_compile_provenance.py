@@ -110,3 +110,15 @@ def test_user_cache_is_never_touched(monkeypatch, tmp_path):
     c.deactivate()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "users-own")
     assert not os.path.exists(c.cache_dir)  # a temp dir of our own is removed at the end
+
+
+def test_ops_named_inside_strings_are_not_launches():
+    from pytest_gemmguard.provenance import parse_launches
+
+    code = """def call(self, args):
+        buf0 = torch.ops.mkl._mkl_linear.default(arg2_1, _frozen_param4, _frozen_param3, None, 16)
+        assert_size_stride(buf0, (16, 83), (83, 1), 'torch.ops.mkl._mkl_linear')
+        # extern_kernels.mm(a, b) in a comment
+        extern_kernels.addmm(bias, a, b, alpha=1, beta=1, out=buf1)
+"""
+    assert [(lc.name, lc.kind) for lc in parse_launches(code)] == [("mkl._mkl_linear", "vendor"), ("addmm", "extern")]
