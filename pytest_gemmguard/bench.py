@@ -199,6 +199,8 @@ class GemmBenchmark:
 
         from .plugin import UNAVAILABLE_PREFIX
 
+        __tracebackhide__ = True  # a broken budget shows the test's line and the numbers, not our frames
+
         probe = backends.probe(self.backend)
         if not probe.available:
             pytest.skip(f"{UNAVAILABLE_PREFIX} {self.backend} {probe.line()}")
