@@ -161,15 +161,25 @@ def test_bench_only_and_no_bench_select(pytester):
     assert both.ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_cold_compile_in_a_fresh_process(pytester):
+def test_custom_function_with_cold_compile_in_a_fresh_process(pytester):
     pytester.makepyfile(
-        """
-        def test_cold(gemm_benchmark):
-            m = gemm_benchmark(shape=(64, 64, 64))
+        test_fn="""
+        import torch
+
+        def scaled_relu(a, b):
+            return torch.relu(a @ b) * 2
+
+        def test_fn(gemm_benchmark):
+            m = gemm_benchmark(scaled_relu, shape=(64, 64, 64))
+            assert m.fn == "scaled_relu" and m.kernels
             assert m.cold_error is None, m.cold_error
             assert m.cold_compile_s > m.warm_compile_s > 0
             assert m.cold_phases["inductor"] > 0 and m.cold_phases["dynamo"] > 0
+
+        def test_closure(gemm_benchmark):
+            m = gemm_benchmark(lambda a, b: a @ b, shape=(64, 64, 64))
+            assert m.cold_compile_s is None and "not importable" in m.cold_error
         """
     )
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--gemm-backends=aten", "--gemm-bench-time=0.2")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
