@@ -5,7 +5,8 @@
 
 For each square shape, compiled through the `aten` backend with gemmguard's own compile path:
   1. agreement: gemmguard's median (CUDA events, L2 flush) against a bare `triton.testing.do_bench`
-     (return_mode="median") of the same callable, measured alternately 5 times each (GPU only);
+     (return_mode="median") of the same callable, measured alternately 5 times each, and its CUDA-graph
+     replay against `do_bench_cudagraph` (GPU only);
   2. A/A: one baseline measurement, then `reruns` fresh measurements of the unchanged callable, each
      compared with the baseline by `stats.compare` (reference-normalised, Mann-Whitney alpha=0.01);
      the false-alarm rate at thresholds 1%, 2%, 5%;
@@ -104,6 +105,11 @@ def check_shape(shape: int, dtype: str, device: str, opts, args) -> dict:
                 theirs.append(triton.testing.do_bench(hot, return_mode="median") * 1e-3)
             row.update(do_bench_us=st.median(theirs) * 1e6, events_us=st.median(ours) * 1e6)
             row["vs_do_bench"] = st.median(ours) / st.median(theirs)
+            # Graph replay against triton's own graph-replay timer (the fair pair for launch-bound calls).
+            gr = TimingOptions(max_time_s=args.max_time, rel_ci=0.002, cuda_graph=True)
+            ours_g = [time_callable(hot, device, None, gr).summary.median for _ in range(3)]
+            theirs_g = [triton.testing.do_bench_cudagraph(hot, return_mode="median") * 1e-3 for _ in range(3)]
+            row["vs_do_bench_cudagraph"] = st.median(ours_g) / st.median(theirs_g)
         ref_med = base.ref_summary.median if base.ref_summary else None
         extra = _planter(device, base.summary.median)
 
@@ -169,12 +175,13 @@ def main() -> int:
         torch._dynamo.reset()
 
     print(f"\n{fp.get('gpu') or fp['cpu']}; torch {fp['torch']}; triton {fp.get('triton')}; {dtype}")
-    print("shape  method       median us  ±CI%   vs do_bench  A/A false alarms @1/2/5%   ratio CV%")
+    print("shape  method       median us  ±CI%   vs do_bench  vs graph  A/A false alarms @1/2/5%   ratio CV%")
     for r in rows:
         vs = f"{r['vs_do_bench']:.3f}" if "vs_do_bench" in r else "-"
+        vg = f"{r['vs_do_bench_cudagraph']:.3f}" if "vs_do_bench_cudagraph" in r else "-"
         aa = "/".join(f"{v:.2f}" for v in r["aa"].values())
         print(
-            f"{r['shape']:5d}  {r['method']:11s} {r['median_us']:10.2f}  {r['ci_pct']:5.2f}   {vs:>10s}"
+            f"{r['shape']:5d}  {r['method']:11s} {r['median_us']:10.2f}  {r['ci_pct']:5.2f}   {vs:>10s}  {vg:>8s}"
             f"   {aa:>24s}   {r['aa_ratio_cv_pct']:.2f}"
         )
     print("planted slowdown: detection rate at thresholds 1/2/5% (measured ratio)")
