@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -75,7 +76,7 @@ class _InductorThrough:
         started = time.perf_counter()
         with _capture_output_code() as codes:
             compiled = compile_fx(gm, example_inputs, config_patches=self.backend.inductor_options())
-        code = "\n".join(codes)
+        code = _graph_code(codes)
         launches = parse_launches(code)
         owners = attribute(launches, self.claimers, prefer=self.backend.name)
         prov = GraphProvenance(count_gemm_nodes(gm), launches, owners, code)
@@ -90,6 +91,15 @@ class _InductorThrough:
             return compiled(*args)
 
         return run
+
+
+_BENCHMARK_MODULE = re.compile(r"^\s+benchmark_\w+(?:, \w+)* = args$", re.M)
+
+
+def _graph_code(codes: list[str]) -> str:
+    """The graph's own wrapper code. While autotuning, Inductor also saves the code of subgraphs it
+    compiles only to benchmark a choice (decompose-K: buffers named benchmark_*); those never run."""
+    return "\n".join(c for c in codes if not _BENCHMARK_MODULE.search(c))
 
 
 class _FrozenWeights:

@@ -15,12 +15,16 @@ from dataclasses import dataclass, field
 
 # Names Inductor gives GEMM library calls in generated code (extern_kernels.X / torch.ops.aten.X),
 # and the oneDNN/MKL linear ops CPU weight-prepacking turns a GEMM into.
-LIBRARY_GEMMS = {"mm", "addmm", "bias_addmm", "bmm", "baddbmm", "_scaled_mm", "_int_mm", "matmul", "linear"}
+# bmm_dtype / mm_dtype: the out_dtype variants (Inductor's decompose-K subgraph calls bmm_dtype).
+LIBRARY_GEMMS = {
+    "mm", "addmm", "bias_addmm", "bmm", "bmm_dtype", "mm_dtype", "baddbmm", "_scaled_mm", "_int_mm", "matmul", "linear",
+}  # fmt: skip
 # Only calls count: generated code also names ops inside strings (assert_size_stride messages).
 VENDOR_LINEAR = re.compile(r"torch\.ops\.(mkldnn|mkl|onednn)\.(\w+)(?:\.\w+)?\(")
 _DEF = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.M)
 _EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
 _ATEN_OP = re.compile(r"torch\.ops\.aten\.(\w+)(?:\.\w+)?\(")
+_SUBGRAPH_FN = re.compile(r"^def \w+\(args\):$", re.M)
 # A kernel whose name says it computes a GEMM node, whether or not it is a GEMM kernel.
 _GEMM_NAME = re.compile(r"_(mm|addmm|bmm|baddbmm|_scaled_mm|linear)(_|$)")
 
@@ -65,8 +69,10 @@ def parse_launches(code: str) -> tuple[KernelLaunch, ...]:
         if 0 <= wait < end:
             end = wait
         defs[m.group(1)] = (m.group(2), code[m.start() : end])
-    body_at = code.find("def call(")
-    body = code[body_at:] if body_at >= 0 else code
+    # The launches live in call() and in the module-level functions it calls for inlined subgraphs
+    # (Inductor's decompose-K choice is one: `def decompose_k_mm_8_split_2(args):`), which precede it.
+    starts = [i for i in (code.find("def call("), _first(_SUBGRAPH_FN, code)) if i >= 0]
+    body = code[min(starts) :] if starts else code
     launches: list[KernelLaunch] = []
     for line in body.splitlines():
         stripped = line.strip()
@@ -83,6 +89,11 @@ def parse_launches(code: str) -> tuple[KernelLaunch, ...]:
                 kind, src = defs[name]
                 launches.append(KernelLaunch(name, kind, src))
     return tuple(launches)
+
+
+def _first(pattern: re.Pattern, text: str) -> int:
+    m = pattern.search(text)
+    return m.start() if m else -1
 
 
 def attribute(
