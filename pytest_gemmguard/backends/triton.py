@@ -10,12 +10,13 @@ with the plain mm template in autotuning; `describe_kernel` reads from a kernel'
 won and with which block sizes.
 
 Decompose-K: with TRITON alone, Inductor may pick its `decompose_k` subgraph choice for a K-heavy mm
-(a batched GEMM over K slices, then a sum). gemmguard's policy is the same as for any other kernel: the
-case counts as triton exactly when a Triton *template* kernel (`triton_tem_*`, here a bmm template)
-did the GEMM work; `is_decompose_k` recognises that shape of graph. When the slices end up in
-pointwise or reduction kernels instead (seen on the H200 with torch 2.11: a 16x64x4096 fp32 mm ran as
-`triton_poi_fused_mm_0` launches, no template), the case is reported unsupported, with those kernels
-named in the reason. tests/gpu checks that the verdict follows this policy whichever choice wins.
+(a batched GEMM over K slices, then a sum), inlined into the graph as a `decompose_k_mm_<k>_split_<i>`
+function. gemmguard's policy is the one for any kernel: the case counts as triton exactly when a Triton
+*template* kernel (`triton_tem_*`) did the GEMM work. Seen on the H200 (torch 2.11, 16x64x4096 fp32):
+decompose-K won and its batched GEMM ran as ATen's `extern_kernels.bmm_dtype` (cuBLAS), although only
+TRITON was allowed, with a Triton reduction for the sum. gemmguard reports that case unsupported:
+"another backend's GEMM kernel: bmm_dtype (aten)". tests/gpu checks that the verdict follows the
+policy whichever choice wins; `is_decompose_k` says whether it did.
 """
 
 from __future__ import annotations
@@ -102,12 +103,8 @@ class TritonBackend(Backend):
 
 
 def is_decompose_k(graph) -> bool:
-    """True when a graph ran a Triton bmm template kernel followed by a reduction: for a graph whose
-    only GEMM is an mm, that is Inductor's decompose-K choice (bmm over K slices, then a sum)."""
-    names = [launch.name for launch in graph.launches]
-    bmm_tem = [n for n in names if n.startswith("triton_tem_") and "bmm" in n.split("_")]
-    reduction = [n for n in names if n.startswith(("triton_red_", "triton_per_"))]
-    return bool(bmm_tem and reduction)
+    """True when Inductor's decompose-K choice won for this graph (its inlined subgraph is in the code)."""
+    return "decompose_k_mm_" in graph.code
 
 
 BACKEND = TritonBackend()

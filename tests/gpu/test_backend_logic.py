@@ -60,7 +60,7 @@ def test_decompose_k_counts_as_triton():
         KernelLaunch("triton_tem_fused_bmm_0", "triton", ""),
         KernelLaunch("triton_red_fused_sum_1", "triton", ""),
     )
-    graph = GraphProvenance(1, launches, attribute(launches, claimers()))
+    graph = GraphProvenance(1, launches, attribute(launches, claimers()), "def decompose_k_mm_8_split_2(args):")
     assert triton.is_decompose_k(graph)
     assert no_own_kernel_reason([graph], "triton") is None
     # The same work rewritten without a template (multiply + sum) is not a triton GEMM.
@@ -111,3 +111,51 @@ def test_k_slices_in_pointwise_kernels_are_not_triton():
     graph = GraphProvenance(1, launches, attribute(launches, claimers()))
     reason = no_own_kernel_reason([graph], "triton")
     assert reason is not None and "triton_poi_fused_mm_0" in reason
+
+
+# The shape of what Inductor (torch 2.11, H200) saved while compiling a 16x64x4096 fp32 mm under TRITON
+# alone: first a module compiled only to benchmark a decompose-K choice, then the graph's own module,
+# whose call() runs the winning decompose-K subgraph: ATen's bmm_dtype (cuBLAS) and a Triton sum.
+BENCHMARK_MODULE = """
+triton_per_fused_0 = async_compile.triton('triton_per_fused_0', '''
+def triton_per_fused_0(in_ptr0, out_ptr0):
+    pass
+''')
+async_compile.wait(globals())
+class Runner:
+    def call(self, args):
+        benchmark_decompose_k_mm_8_split_2_arg0_1, benchmark_decompose_k_mm_8_split_2_arg1_1 = args
+        extern_kernels.bmm_dtype(benchmark_decompose_k_mm_8_split_2_arg0_1, out=buf0)
+        triton_per_fused_0.run(buf0, buf1, 1024, 8, stream=stream0)
+"""
+GRAPH_MODULE = """
+triton_per_fused_mm_0 = async_compile.triton('triton_per_fused_mm_0', '''
+def triton_per_fused_mm_0(in_ptr0, out_ptr0):
+    pass
+''')
+def decompose_k_mm_8_split_2(args):
+    decompose_k_mm_8_split_2_arg0_1, decompose_k_mm_8_split_2_arg1_1 = args
+    extern_kernels.bmm_dtype(decompose_k_mm_8_split_2_arg0_1, out=decompose_k_mm_8_split_2_buf0)
+    triton_per_fused_mm_0.run(decompose_k_mm_8_split_2_buf0, decompose_k_mm_8_split_2_buf1, 1024, 8, stream=stream0)
+    return (decompose_k_mm_8_split_2_buf1, )
+async_compile.wait(globals())
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1 = args
+        buf0 = decompose_k_mm_8_split_2([arg0_1, arg1_1])
+"""
+
+
+def test_decompose_k_through_aten_bmm_is_not_triton():
+    from pytest_gemmguard.compile import _graph_code
+    from pytest_gemmguard.provenance import parse_launches
+
+    code = _graph_code([BENCHMARK_MODULE, GRAPH_MODULE])
+    assert "benchmark_" not in code
+    launches = parse_launches(code)
+    assert [launch.name for launch in launches] == ["bmm_dtype", "triton_per_fused_mm_0"]
+    graph = GraphProvenance(1, launches, attribute(launches, claimers(), prefer="triton"))
+    assert dict(graph.owners) == {"bmm_dtype": "aten"}
+    assert triton.is_decompose_k(GraphProvenance(1, launches, graph.owners, code))
+    reason = no_own_kernel_reason([graph], "triton")
+    assert reason is not None and "bmm_dtype (aten)" in reason
