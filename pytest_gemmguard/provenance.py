@@ -147,5 +147,5 @@ def no_own_kernel_reason(graphs: list[GraphProvenance], backend: str) -> str | N
     if own < expected:
         others = [launch.name for g in graphs for launch in g.launches if launch.mentions_gemm]
         how = f" (GEMM work went to: {', '.join(others)})" if others else ""
-        return f"{expected - own} of {expected} GEMM(s) ran without a {backend} GEMM kernel{how}"
+        return f"{expected - own} of {expected} GEMM(s) ran without a GEMM kernel of {backend}{how}"
     return None

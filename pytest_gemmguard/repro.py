@@ -116,7 +116,8 @@ def write(directory: str, gemm, fn, backend, verdict, dynamic: bool) -> str | No
     """Write the repro script atomically; returns its path (None if the directory is not writable)."""
     # The test id already ends in [backend]; a bare case (no test) is named after the backend.
     label = gemm._test_id.split("::")[-1] or f"case-{backend.name}"
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
+    # "repro_" first: a file named test_*.py would be collected by the user's next pytest run.
+    name = "repro_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")

@@ -239,9 +239,10 @@ class GemmSession:
 
 
 def _fused(kernel_name: str) -> bool:
-    # Inductor names a template kernel after every node it fused: triton_tem_fused_addmm_relu_0.
-    parts = set(re.split(r"_", kernel_name))
-    return bool(parts & {"relu", "gelu", "silu", "sigmoid", "tanh", "add", "mul", "addmm", "erf", "exp"})
+    # Inductor names a template kernel after every node fused into it (cpp_fused_add_addmm_relu_0,
+    # triton_tem_fused_mm_relu_0): any pointwise node there means the epilogue ran inside the GEMM.
+    parts = set(kernel_name.split("_"))
+    return bool(parts & {"relu", "gelu", "silu", "sigmoid", "tanh", "add", "mul", "erf", "exp", "convert"})
 
 
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', b'([^']*)'\)")

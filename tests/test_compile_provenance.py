@@ -122,3 +122,10 @@ def test_ops_named_inside_strings_are_not_launches():
         extern_kernels.addmm(bias, a, b, alpha=1, beta=1, out=buf1)
 """
     assert [(lc.name, lc.kind) for lc in parse_launches(code)] == [("mkl._mkl_linear", "vendor"), ("addmm", "extern")]
+
+
+@pytest.mark.parametrize("backend", ["aten", "cpp"])
+def test_a_gemm_rewritten_into_a_pointwise_kernel_is_unsupported(compiler, backend):
+    """Inductor turns a 1x1x1 GEMM into plain C++ arithmetic: no GEMM kernel ran, so no pass."""
+    with pytest.raises(Unsupported, match=r"ran without a GEMM kernel of \w+ \(GEMM work went to: cpp_fused_mm"):
+        _run(compiler, backend, GemmCase("mm", 1, 1, 1))

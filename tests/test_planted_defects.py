@@ -3,6 +3,7 @@
 The planted backends are the only fakes in the suite: each is a real backend with one defect added.
 """
 
+import pathlib
 import re
 import subprocess
 import sys
@@ -70,11 +71,18 @@ def test_wrong_results_in_an_edge_regime_fail_with_a_shrunk_example(pytester):
     assert "Falsifying example" in out
     shrunk = re.findall(r"GemmCase\(op='(\w+)', m=(\d+), n=(\d+), k=(\d+)", out)
     assert shrunk, out
-    op, m, n, k = shrunk[-1]
+    _op, _m, n, k = shrunk[-1]
     assert int(n) % 2 == 1 and int(n) <= 3, shrunk  # shrunk into the regime, to its smallest N
     assert "gemmguard reproduce: pytest" in out and "--gemm-replay=" in out
     repro = re.search(r"repro:\s+python (\S+)", out).group(1)
-    assert (pytester.path / repro).exists()
+    assert (pytester.path / repro).exists() and pathlib.Path(repro).name.startswith("repro_")
+    # The printed replay line reruns exactly the shrunk example, and it still fails.
+    replay = re.search(r"--gemm-replay='([^']+)'", out).group(1)
+    again = pytester.runpytest_inprocess(
+        "--gemm-backends=wrong-odd-n", f"--gemm-replay={replay}", "-p", "no:cacheprovider"
+    )
+    again.assert_outcomes(failed=1)
+    assert f"n={n}, k={k}" in again.stdout.str()
 
 
 def test_a_backend_that_silently_falls_back_shows_zero_passes(pytester):
