@@ -284,31 +284,6 @@ def _gpu_lock(device: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def _hot(compiled: Any, flat: tuple) -> Iterator[Callable[[], Any]]:
-    """The compiled callable without per-call bookkeeping, under the options it was compiled with.
-    Raises if timing triggered a recompile (the timed code would not be the code that was checked)."""
-    import torch
-    import torch._inductor.config as inductor_config
-
-    from . import compile as gg_compile
-
-    runtime = [flat[i] for i in compiled._runtime_positions]
-    call = compiled._call
-    record = gg_compile.CallRecord()
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(gg_compile._dynamo_limits())
-        stack.enter_context(inductor_config.patch(compiled.backend.inductor_options()))
-        stack.enter_context(torch.no_grad())
-        gg_compile._recorder.current = record
-        try:
-            yield lambda: call(*runtime)
-        finally:
-            gg_compile._recorder.current = None
-    if record.compiled:
-        raise RuntimeError(f"gemmguard: {compiled.backend.name} recompiled while being timed; timings discarded")
-
-
 def measure(
     ctx: BenchContext,
     backend_name: str,
@@ -397,7 +372,7 @@ def _measure(
 def _time(
     ctx: BenchContext, compiled: Any, flat: tuple, target: Callable, device: str, instrument: Callable | None
 ) -> Timing:
-    with _hot(compiled, flat) as hot, _gpu_lock(device):
+    with compiled.hot(flat) as hot, _gpu_lock(device):
         timed = instrument(hot) if instrument is not None else hot
         reference = (lambda: target(*flat)) if ctx.settings.reference else None
         return time_callable(timed, device, reference, ctx.settings.timing)

@@ -141,6 +141,26 @@ class CompiledGemm:
         runtime = [inputs[i] for i in self._runtime_positions]
         return self._compiler._run(self.backend, self._call, runtime)
 
+    @contextlib.contextmanager
+    def hot(self, inputs: Sequence[Any]) -> Iterator[Callable[[], Any]]:
+        """For timing: a zero-argument callable that runs the compiled code on `inputs` without the
+        per-call bookkeeping, under the options it was compiled with. Raises on exit if a call
+        recompiled: the timed code would then not be the code that was checked."""
+        import torch
+        import torch._inductor.config as inductor_config
+
+        runtime = [inputs[i] for i in self._runtime_positions]
+        call = self._call
+        record = CallRecord()
+        with _dynamo_limits(), inductor_config.patch(self.backend.inductor_options()), torch.no_grad():
+            _recorder.current = record
+            try:
+                yield lambda: call(*runtime)
+            finally:
+                _recorder.current = None
+        if record.compiled:
+            raise RuntimeError(f"gemmguard: {self.backend.name} recompiled while being timed; timings discarded")
+
 
 class Compiler:
     """One per test session: owns the isolated cache directory and the long-lived Dynamo backends."""

@@ -92,18 +92,9 @@ def main() -> None:
     rows = []
     for backend in args.backends.split(","):
         for mode in ("naive", "static", "dynamic"):
-            cmd = [
-                sys.executable,
-                __file__,
-                "--cases",
-                str(args.cases),
-                "--seed",
-                str(args.seed),
-                "--one",
-                mode,
-                backend,
-            ]
-            print(f"[throughput] {backend} {mode}: {args.cases} cases ...", file=sys.stderr, flush=True)
+            cmd = [sys.executable, __file__, "--cases", str(args.cases), "--seed", str(args.seed)]
+            cmd += ["--space", args.space, "--one", mode, backend]
+            print(f"[throughput] {args.space} {backend} {mode}: {args.cases} cases ...", file=sys.stderr, flush=True)
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             rows.append(json.loads(out))
     columns = ("space", "backend", "mode", "verified", "unsupported", "failed", "wall_s", "verified_per_min")

@@ -82,7 +82,7 @@ def _planter(device: str, median_s: float):
 def check_shape(shape: int, dtype: str, device: str, opts, args) -> dict:
     import statistics as st
 
-    from pytest_gemmguard import bench, stats
+    from pytest_gemmguard import stats
     from pytest_gemmguard.timing import TimingOptions, time_callable
 
     compiled, flat, fn, compile_s, _ = _compiled(shape, dtype, device)
@@ -91,7 +91,7 @@ def check_shape(shape: int, dtype: str, device: str, opts, args) -> dict:
     def ref():
         return fn(*flat)
 
-    with bench._hot(compiled, flat) as hot:
+    with compiled.hot(flat) as hot:
         base = time_callable(hot, device, ref, opts)
         row.update(method=base.method, median_us=base.summary.median * 1e6, n=base.summary.n)
         row["ci_pct"] = 100 * base.summary.rel_halfwidth

@@ -18,6 +18,9 @@ def _inductor_imported():
     weight = torch.nn.Linear(8, 8)
     for backends in ("ATEN", "CPP"):
         torch._dynamo.reset()
-        with torch.no_grad(), inductor_config.patch(max_autotune=True, max_autotune_gemm_backends=backends, freezing=True):
+        with (
+            torch.no_grad(),
+            inductor_config.patch(max_autotune=True, max_autotune_gemm_backends=backends, freezing=True),
+        ):
             torch.compile(weight)(torch.randn(4, 8))
     torch._dynamo.reset()
