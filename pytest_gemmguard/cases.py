@@ -192,14 +192,20 @@ class CaseSpec:
     max_examples: int | None = None
 
 
-def _names(arg: str, value: Any, known: Sequence[str]) -> tuple[str, ...] | None:
+def _listed(arg: str, value: Any, if_empty: str) -> list | None:
+    """None stays None (no narrowing); one string becomes a list of one; an empty list is an error."""
     if value is None:
         return None
-    if isinstance(value, str):
-        value = [value]
-    value = list(value)
-    if not value:
-        raise GemmUsageError(f"@gemm_case({arg}=[]): the list is empty; leave {arg} out to allow all")
+    items = [value] if isinstance(value, str) else list(value)
+    if not items:
+        raise GemmUsageError(f"@gemm_case({arg}=[]): the list is empty; {if_empty}")
+    return items
+
+
+def _names(arg: str, value: Any, known: Sequence[str]) -> tuple[str, ...] | None:
+    value = _listed(arg, value, f"leave {arg} out to allow all")
+    if value is None:
+        return None
     out = []
     for v in value:
         name = str(v).strip().lower()
@@ -210,11 +216,9 @@ def _names(arg: str, value: Any, known: Sequence[str]) -> tuple[str, ...] | None
 
 
 def _shapes(value: Any, ops: tuple[str, ...] | None) -> tuple[tuple[int, ...], ...] | None:
+    value = _listed("shapes", value, "leave shapes out to draw shapes")
     if value is None:
         return None
-    value = list(value)
-    if not value:
-        raise GemmUsageError("@gemm_case(shapes=[]): the list is empty; leave shapes out to draw shapes")
     out = []
     for s in value:
         dims = tuple(s) if isinstance(s, (tuple, list)) else (s,)
@@ -233,13 +237,9 @@ def _shapes(value: Any, ops: tuple[str, ...] | None) -> tuple[tuple[int, ...], .
 
 
 def _epilogues(value: Any) -> tuple[str, ...] | None:
+    value = _listed("epilogues", value, "use ['none'] for a bare GEMM")
     if value is None:
         return None
-    if isinstance(value, str):
-        value = [value]
-    value = list(value)
-    if not value:
-        raise GemmUsageError("@gemm_case(epilogues=[]): the list is empty; use ['none'] for a bare GEMM")
     try:
         return tuple(dict.fromkeys(chain_name(parse_chain(str(v))) for v in value))
     except ValueError as exc:

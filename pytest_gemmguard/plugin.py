@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from . import backends, bench_plugin
+from . import backends
+from .bench import plugin as bench_plugin
 from .cases import RUNNER_FIXTURE
 from .errors import GemmUsageError, Unsupported
 

@@ -82,8 +82,8 @@ def _planter(device: str, median_s: float):
 def check_shape(shape: int, dtype: str, device: str, opts, args) -> dict:
     import statistics as st
 
-    from pytest_gemmguard import stats
-    from pytest_gemmguard.timing import TimingOptions, time_callable
+    from pytest_gemmguard.bench import stats
+    from pytest_gemmguard.bench.timing import TimingOptions, time_callable
 
     compiled, flat, fn, compile_s, _ = _compiled(shape, dtype, device)
     row: dict = {"shape": shape, "dtype": dtype, "compile_s": round(compile_s, 2)}
@@ -154,13 +154,13 @@ def main() -> int:
 
     import torch
 
-    from pytest_gemmguard import baseline, bench
-    from pytest_gemmguard.timing import TimingOptions
+    from pytest_gemmguard.bench import baseline, fixture
+    from pytest_gemmguard.bench.timing import TimingOptions
 
     if args.cpu_threads:  # for the whole run: Dynamo guards on the thread count
         torch.set_num_threads(args.cpu_threads)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = bench.default_dtype(device)
+    dtype = fixture.default_dtype(device)
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "timing_check.jsonl"), "w")
     fp = baseline.fingerprint(device)

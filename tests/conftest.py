@@ -12,8 +12,8 @@ def _inductor_imported():
     """pytester's in-process runs drop modules first imported inside them, and torch cannot register
     its operator libraries twice: import everything a compile touches once, out here."""
     import torch
-    import torch._inductor.custom_graph_pass  # noqa: F401
     import torch._inductor.config as inductor_config
+    import torch._inductor.custom_graph_pass
 
     weight = torch.nn.Linear(8, 8)
     for backends in ("ATEN", "CPP"):

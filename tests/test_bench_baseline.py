@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from pytest_gemmguard import baseline
-from pytest_gemmguard.baseline import BaselineError
+from pytest_gemmguard.bench import baseline
+from pytest_gemmguard.bench.baseline import BaselineError
 
 HERE = {"cpu": "Test CPU", "torch": "2.13.0", "device": "cpu"}
 ENTRY = {"median_s": 1e-3, "samples": [1e-3, 1.1e-3], "ref_median_s": 2e-3}

@@ -138,7 +138,7 @@ def test_bad_baselines_at_the_command_line(pytester, tmp_path):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert corrupt.read_text() == '{"format": "gemmguard-baseline", "entr'
 
-    from pytest_gemmguard import baseline
+    from pytest_gemmguard.bench import baseline
 
     foreign = str(tmp_path / "foreign.json")
     baseline.save(foreign, {**baseline.fingerprint("cpu"), "cpu": "Some Other CPU"}, {})

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from pytest_gemmguard.stats import compare, mann_whitney_greater, median, parse_fraction, summarize
+from pytest_gemmguard.bench.stats import compare, mann_whitney_greater, median, parse_fraction, summarize
 
 
 def _draw(rng: random.Random, n: int, scale: float = 1.0) -> list[float]:

@@ -37,14 +37,14 @@ def _run(compiler, backend, case, fn=None):
     ],
 )
 def test_provenance_names_the_backends_own_kernel(compiler, backend, case, kernel):
-    out, record = _run(compiler, backend, case)
+    _out, record = _run(compiler, backend, case)
     kernels = [k for g in record.graphs for k in g.gemm_kernels(backend)]
     assert len(kernels) == 1 and kernel in kernels[0]
     assert all(not g.foreign(backend) for g in record.graphs)
 
 
 def test_cpp_template_is_recognised_by_its_micro_gemm_not_by_name(compiler):
-    out, record = _run(compiler, "cpp", GemmCase("mm", 16, 16, 32))
+    _out, record = _run(compiler, "cpp", GemmCase("mm", 16, 16, 32))
     (graph,) = record.graphs
     launch = next(lc for lc in graph.launches if lc.name.startswith("cpp_fused_mm"))
     assert "micro_gemm" in launch.source
@@ -81,7 +81,7 @@ def test_dynamic_mode_serves_many_sizes_with_one_compile():
         compiled_counts = []
         for m in (5, 17, 33, 64):
             inputs = build_inputs(GemmCase("mm", m, 12, 16, epilogue="gelu"), "cpu").flat
-            out, record = run_checked(c.compile(backends.get("aten"), fn, inputs), inputs)
+            _out, record = run_checked(c.compile(backends.get("aten"), fn, inputs), inputs)
             compiled_counts.append(record.compiled)
         assert compiled_counts[0] == 1 and sum(compiled_counts[1:]) == 0
     finally:
@@ -92,8 +92,8 @@ def test_frozen_weights_are_reused_only_when_identical(compiler):
     """Frozen constants are invisible to Dynamo's guards: a new weight must mean a new compile."""
     be, fn = backends.get("cpp"), case_function("mm", "none", "float32")
     a, w = torch.randn(8, 16), torch.randn(16, 12)
-    first, r1 = run_checked(compiler.compile(be, fn, (a, w), (1,)), (a, w))
-    same, r2 = run_checked(compiler.compile(be, fn, (a, w.clone()), (1,)), (a, w.clone()))
+    _first, r1 = run_checked(compiler.compile(be, fn, (a, w), (1,)), (a, w))
+    _same, r2 = run_checked(compiler.compile(be, fn, (a, w.clone()), (1,)), (a, w.clone()))
     w2 = torch.randn(16, 12)
     other, r3 = run_checked(compiler.compile(be, fn, (a, w2), (1,)), (a, w2))
     assert r1.compiled == 1 and r2.compiled == 0 and r3.compiled == 1

@@ -24,7 +24,7 @@ def _eager(case):
 @given(gemm_cases("cpu"))
 def test_eager_pytorch_is_well_inside_the_tolerance(case):
     """Loose enough: eager PyTorch in the same dtype never uses more than half the tolerance."""
-    inputs, expected, tol, out = _eager(case)
+    _inputs, expected, tol, out = _eager(case)
     verdict = oracle.compare(out, expected, tol, DTYPES[case.out_dtype])
     assert verdict.ok, verdict.mismatch
     assert verdict.max_ratio < 0.5
@@ -33,7 +33,7 @@ def test_eager_pytorch_is_well_inside_the_tolerance(case):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_eager_at_large_k_uses_little_of_the_tolerance(dtype):
     case = GemmCase("mm", 64, 64, 4096, dtype=dtype)
-    inputs, expected, tol, out = _eager(case)
+    _inputs, expected, tol, out = _eager(case)
     assert oracle.compare(out, expected, tol, DTYPES[dtype]).max_ratio < 0.5
 
 
@@ -110,7 +110,7 @@ def test_wrong_shape_and_dtype_are_reported():
 def test_any_faithful_rounding_passes_and_ten_percent_off_fails(epilogue):
     """Both output-dtype neighbours of the exact result pass; a 10% error does not."""
     case = GemmCase("addmm", 16, 24, 64, dtype="bfloat16", epilogue=epilogue)
-    inputs, expected, tol, out = _eager(case)
+    _inputs, expected, tol, out = _eager(case)
     dtype = DTYPES[case.out_dtype]
     nearest = expected.to(dtype)
     toward = torch.where(nearest.double() > expected, -math.inf, math.inf).to(dtype)

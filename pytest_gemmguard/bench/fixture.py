@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import backends
+from .. import backends
+from ..cases import GemmCase, case_function
+from ..ops import DTYPES, OPS
 from .budget import Budget, check
-from .cases import GemmCase, case_function
-from .ops import DTYPES, OPS
 from .timing import Timing, TimingOptions, time_callable
 
 SAMPLES_KEPT = 2000  # samples stored per measurement (baseline files stay small enough to diff)
@@ -197,7 +197,7 @@ class GemmBenchmark:
     ) -> Measurement:
         import pytest
 
-        from .plugin import UNAVAILABLE_PREFIX
+        from ..plugin import UNAVAILABLE_PREFIX
 
         __tracebackhide__ = True  # a broken budget shows the test's line and the numbers, not our frames
 
@@ -212,9 +212,9 @@ class GemmBenchmark:
         m.broken, m.compared = check(m, base, self.budget)
         m.status = "failed" if m.broken else ("ok" if base is not None else "no baseline")
         self.ctx.results.append(m)
-        from . import pbench
+        from . import pytest_benchmark_bridge
 
-        pbench.record(self._pb, m, first=not self.measurements)
+        pytest_benchmark_bridge.record(self._pb, m, first=not self.measurements)
         self.measurements.append(m)
         if m.broken:
             raise GemmBudgetError(budget_report(m))
@@ -236,7 +236,7 @@ def default_dtype(device: str) -> str:
 
 
 def make_case(op: str, shape: tuple[int, ...], dtype: str, epilogue: str, layout: str) -> GemmCase:
-    from .errors import GemmUsageError
+    from ..errors import GemmUsageError
 
     if op not in OPS:
         raise GemmUsageError(f"gemm_benchmark(op={op!r}): unknown op; valid: {', '.join(OPS)}")
@@ -309,8 +309,8 @@ def _measure(
     test_id: str,
     instrument: Callable | None = None,
 ) -> Measurement:
-    from .compile import run_checked
-    from .runner import Gemm
+    from ..compile import run_checked
+    from ..runner import Gemm
 
     session = ctx.session
     backend = backends.get(backend_name)

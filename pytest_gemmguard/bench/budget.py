@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .errors import GemmUsageError
+from ..errors import GemmUsageError
 from .stats import compare, parse_fraction
 
 

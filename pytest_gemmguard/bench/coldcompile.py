@@ -2,7 +2,7 @@
 
 A compile in the test process is warm in ways that hide work: torch, Inductor and the backend's modules
 are already imported, C++/Triton toolchains are already probed, and caches may hold the answer. So the
-parent starts `python -m pytest_gemmguard.coldcompile '<json>'` with its Inductor, Triton and CuteDSL caches
+parent starts `python -m pytest_gemmguard.bench.coldcompile '<json>'` with its Inductor, Triton and CuteDSL caches
 pointed at a new empty directory. The child imports torch, compiles and runs the case once through the
 backend (with provenance: the backend's own kernel must run), which is the *cold* compile; then it clears
 Dynamo's in-memory state and compiles again with the same on-disk caches, which is the *warm* compile. It
@@ -64,10 +64,10 @@ def _resolve_fn(spec: dict) -> Any:
 def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], list[str]]:
     import torch
 
-    from . import backends
-    from .cases import GemmCase, build_inputs, case_function
-    from .compile import Compiler, run_checked
-    from .ops import OPS
+    from .. import backends
+    from ..cases import GemmCase, build_inputs, case_function
+    from ..compile import Compiler, run_checked
+    from ..ops import OPS
 
     case = GemmCase(**spec["case"])
     backend = backends.get(spec["backend"])
@@ -118,7 +118,7 @@ def measure(spec: dict, timeout_s: float = 900.0) -> dict:
     started = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest_gemmguard.coldcompile", json.dumps(spec)],
+            [sys.executable, "-m", "pytest_gemmguard.bench.coldcompile", json.dumps(spec)],
             capture_output=True,
             text=True,
             env=env,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .errors import GemmUsageError
+from ..errors import GemmUsageError
 
 _CTX = pytest.StashKey["Any"]()
 _NOTES = pytest.StashKey["list[str]"]()
@@ -79,7 +79,7 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def _device(config: pytest.Config) -> str:
-    from . import backends, plugin
+    from .. import backends, plugin
 
     selected = config.stash.get(plugin._SELECTED, [])
     for name in selected:
@@ -92,7 +92,7 @@ def _device(config: pytest.Config) -> str:
 
 
 def _settings(config: pytest.Config, table: dict[str, Any]):
-    from .bench import Settings
+    from .fixture import Settings
     from .timing import TimingOptions
 
     cold = config.getoption("--gemm-cold-compile")
@@ -118,8 +118,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "gemm_budget(compile_s=None, runtime_ms=None, runtime_regression='5%', compile_regression='20%', "
         "alpha=0.01): performance budget of a gemm_benchmark test (gemmguard)",
     )
-    from . import baseline, budget, plugin
-    from .bench import BenchContext
+    from .. import plugin
+    from . import baseline, budget
+    from .fixture import BenchContext
 
     notes: list[str] = []
     config.stash[_NOTES] = notes
@@ -183,8 +184,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def gemm_benchmark(request: pytest.FixtureRequest, gemm_backend: str, benchmark: Any):
     """Measure a GEMM through the backend under test: see `bench.GemmBenchmark`."""
-    from . import plugin
-    from .bench import GemmBenchmark
+    from .. import plugin
+    from .fixture import GemmBenchmark
 
     ctx = request.config.stash[_CTX]
     if ctx.session is None:
@@ -255,7 +256,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     notes = config.stash[_NOTES]
     if not ctx.results and not notes:
         return
-    from .bench_report import bench_table
+    from .report import bench_table
 
     terminalreporter.section("gemmguard benchmarks")
     if ctx.results:
