@@ -21,7 +21,9 @@ UNSUPPORTED_PREFIX = "gemmguard: unsupported"
 UNAVAILABLE_PREFIX = "gemmguard: backend"
 _SESSION = pytest.StashKey["Any"]()
 _SELECTED = pytest.StashKey["list[str]"]()
-_OUTCOMES = pytest.StashKey["Any"]()
+_SUMMARY = pytest.StashKey["Any"]()
+SHARE_PROPERTY = "gemmguard"  # a test's share of the tally, on its report (survives pytest-xdist)
+BACKEND_PROPERTY = "gemm_backend"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -107,10 +109,11 @@ def pytest_configure(config: pytest.Config) -> None:
     options = Options(max_examples, config.getoption("--gemm-seed"), replay, config.getoption("--gemm-repro-dir"))
     if config.get_verbosity() >= 1:
         options.progress = lambda line: _live_line(config, line)
-    from .report import Outcomes
+    from .report import Summary
 
     config.stash[_SESSION] = GemmSession(compiler, options)
-    config.stash[_OUTCOMES] = Outcomes()
+    config.stash[_SUMMARY] = Summary()
+    config.pluginmanager.register(_SummaryCollector(config.stash[_SUMMARY]), "gemmguard-summary")
     config.stash[_SELECTED] = selected
     config.pluginmanager.register(bench_plugin, "gemmguard-bench")
 
@@ -201,6 +204,26 @@ def gemm_compile(request: pytest.FixtureRequest, gemm_backend: str) -> ProvenCom
     return ProvenCompile(request.config.stash[_SESSION], gemm_backend)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        backend = getattr(item, "callspec", None) and item.callspec.params.get("gemm_backend")
+        if backend:
+            item.user_properties.append((BACKEND_PROPERTY, backend))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    session = item.config.stash.get(_SESSION, None)
+    if session is None or BACKEND_PROPERTY not in dict(item.user_properties):
+        yield
+        return
+    tally, stats = session.tally.snapshot(), dict(session.compiler.stats)
+    yield
+    share = session.tally.since(tally)
+    share["compiler"] = {k: v - stats[k] for k, v in session.compiler.stats.items()}
+    item.user_properties.append((SHARE_PROPERTY, share))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -209,9 +232,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         # Not a pass and not a failure: the backend's own kernel never ran for this case.
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"{UNSUPPORTED_PREFIX} {call.excinfo.value}")
-    backend = getattr(item, "callspec", None) and item.callspec.params.get("gemm_backend")
-    if backend and (report.when == "call" or report.outcome != "passed"):
-        item.config.stash[_OUTCOMES].add(backend, _classify(report))
+
+
+class _SummaryCollector:
+    """Registered per pytest config: counts from reports alone, so it works where the summary is
+    printed, including the pytest-xdist controller, which never runs a test itself."""
+
+    def __init__(self, summary) -> None:
+        self.summary = summary
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        backend = props.get(BACKEND_PROPERTY)
+        if not backend:
+            return
+        if report.when == "call" or report.outcome != "passed":
+            self.summary.add_outcome(backend, _classify(report))
+        if report.when == "call" and SHARE_PROPERTY in props:
+            self.summary.add_share(props[SHARE_PROPERTY])
 
 
 def _classify(report: pytest.TestReport) -> str:
@@ -228,13 +266,11 @@ def _classify(report: pytest.TestReport) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    session, outcomes = config.stash.get(_SESSION, None), config.stash.get(_OUTCOMES, None)
-    if session is None or outcomes is None or not outcomes.by_backend:
+    session, summary = config.stash.get(_SESSION, None), config.stash.get(_SUMMARY, None)
+    if session is None or summary is None or not summary.outcomes:
         return
     from .report import results_table
 
     terminalreporter.section("gemmguard results")
-    for line in results_table(
-        config.stash[_SELECTED], outcomes, session.tally, session.compiler.stats, session.compiler.dynamic
-    ):
+    for line in results_table(config.stash[_SELECTED], summary, session.compiler.dynamic):
         terminalreporter.write_line(line)

@@ -19,16 +19,26 @@ def capability_matrix(selected: list[str]) -> list[str]:
 
 
 @dataclass
-class Outcomes:
-    """Test-level outcomes per backend, as pytest reported them."""
+class Summary:
+    """Everything the results table shows, gathered from test reports only (see runner.Tally)."""
 
-    by_backend: dict = field(default_factory=lambda: defaultdict(Counter))
+    outcomes: dict = field(default_factory=lambda: defaultdict(Counter))  # backend -> test outcomes
+    counts: Counter = field(default_factory=Counter)  # (backend, what) -> examples or seconds
+    reasons: Counter = field(default_factory=Counter)  # (backend, reason) -> examples
+    compiler: Counter = field(default_factory=Counter)  # compiles, compile_s, reused_calls
 
-    def add(self, backend: str, outcome: str) -> None:
-        self.by_backend[backend][outcome] += 1
+    def add_outcome(self, backend: str, outcome: str) -> None:
+        self.outcomes[backend][outcome] += 1
+
+    def add_share(self, share: dict) -> None:
+        for backend, what, n in share.get("counts", ()):
+            self.counts[(backend, what)] += n
+        for backend, reason, n in share.get("reasons", ()):
+            self.reasons[(backend, reason)] += n
+        self.compiler.update(share.get("compiler", {}))
 
 
-def results_table(selected: list[str], outcomes: Outcomes, tally, stats: dict, dynamic: bool) -> list[str]:
+def results_table(selected: list[str], summary: Summary, dynamic: bool) -> list[str]:
     """Per backend: tests passed / unsupported / failed / unavailable; examples verified; compile time."""
     head = (
         f"{'backend':9s} {'passed':>6s} {'unsup.':>6s} {'failed':>6s} {'unavail':>7s} | "
@@ -36,21 +46,25 @@ def results_table(selected: list[str], outcomes: Outcomes, tally, stats: dict, d
     )
     lines = [head, "-" * len(head)]
     for name in selected:
-        t = outcomes.by_backend.get(name, Counter())
-        verified = tally.verified[name]
-        busy = tally.check_s[name]
+        t = summary.outcomes.get(name, Counter())
+
+        def n(what: str, backend: str = name) -> float:
+            return summary.counts[(backend, what)]
+
+        busy, verified = n("check_s"), int(n("verified"))
         rate = f"{60 * verified / busy:9.1f}" if busy > 0 and verified else f"{'-':>9s}"
         lines.append(
             f"{name:9s} {t['passed']:6d} {t['unsupported']:6d} {t['failed']:6d} {t['unavailable']:7d} | "
-            f"{verified:8d} {tally.unsupported[name]:6d} {tally.failed[name]:6d} {tally.fused[name]:5d} "
-            f"{tally.compile_s[name]:9.1f} {rate}"
+            f"{verified:8d} {int(n('unsupported')):6d} {int(n('failed')):6d} {int(n('fused')):5d} "
+            f"{n('compile_s'):9.1f} {rate}"
         )
-    mode = "dynamic" if dynamic else "static"
+    c = summary.compiler
     lines.append(
-        f"compiles: {stats['compiles']} ({stats['compile_s']:.1f} s), calls served by a reused compile: "
-        f"{stats['reused_calls']}; shapes {mode}"
+        f"compiles: {int(c['compiles'])} ({c['compile_s']:.1f} s), calls served by a reused compile: "
+        f"{int(c['reused_calls'])}; shapes {'dynamic' if dynamic else 'static'}"
     )
     for name in selected:
-        for reason, count in tally.reasons.get(name, Counter()).most_common(3):
+        mine = Counter({reason: k for (backend, reason), k in summary.reasons.items() if backend == name})
+        for reason, count in mine.most_common(3):
             lines.append(f"unsupported by {name} ({count}x): {reason}")
     return lines

@@ -27,19 +27,29 @@ class GemmMismatch(AssertionError):
 
 @dataclass
 class Tally:
-    """Per-backend counts for the summary: examples verified / unsupported / failed, and timings."""
+    """Per-backend example counts (verified, unsupported, failed, fused) and seconds (compile_s, check_s),
+    plus why examples were unsupported. Plain data: a test's share travels on its pytest report, so the
+    summary is the same whether tests ran here or in pytest-xdist workers."""
 
-    verified: Counter = field(default_factory=Counter)
-    unsupported: Counter = field(default_factory=Counter)
-    failed: Counter = field(default_factory=Counter)
-    compile_s: Counter = field(default_factory=Counter)
-    check_s: Counter = field(default_factory=Counter)
-    reasons: dict = field(default_factory=dict)  # backend -> Counter of unsupported reasons
-    fused: Counter = field(default_factory=Counter)  # backend -> checks whose GEMM kernel fused an epilogue
+    counts: Counter = field(default_factory=Counter)  # (backend, what) -> number
+    reasons: Counter = field(default_factory=Counter)  # (backend, reason) -> examples
+
+    def add(self, backend: str, what: str, amount: float = 1) -> None:
+        self.counts[(backend, what)] += amount
 
     def note_unsupported(self, backend: str, reason: str) -> None:
-        self.unsupported[backend] += 1
-        self.reasons.setdefault(backend, Counter())[reason] += 1
+        self.add(backend, "unsupported")
+        self.reasons[(backend, reason)] += 1
+
+    def snapshot(self) -> Tally:
+        return Tally(Counter(self.counts), Counter(self.reasons))
+
+    def since(self, before: Tally) -> dict:
+        """What was added after `before`, as JSON-able lists."""
+        return {
+            "counts": [[*key, n - before.counts[key]] for key, n in self.counts.items() if n != before.counts[key]],
+            "reasons": [[*key, n - before.reasons[key]] for key, n in self.reasons.items() if n != before.reasons[key]],
+        }
 
 
 @dataclass
@@ -141,18 +151,18 @@ class GemmSession:
         except Unsupported as exc:
             self.tally.note_unsupported(gemm.backend, exc.reason)
             raise
-        self.tally.compile_s[gemm.backend] += record.compile_s
+        self.tally.add(gemm.backend, "compile_s", record.compile_s)
         verdict = oracle.compare(out, expected, tol, expected_dtype)
         if not verdict.ok:
             ratio = oracle.eager_ratio(target, flat, expected, tol)
             verdict = oracle.Verdict(False, verdict.max_ratio, verdict.max_error, verdict.mismatch, ratio)
-            self.tally.failed[gemm.backend] += 1
+            self.tally.add(gemm.backend, "failed")
             path = repro.write(self.options.repro_dir, gemm, fn, backend, verdict, self.compiler.dynamic)
             raise GemmMismatch(failure_report(gemm, verdict, record, path))
-        self.tally.verified[gemm.backend] += 1
+        self.tally.add(gemm.backend, "verified")
         if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(gemm.backend)):
-            self.tally.fused[gemm.backend] += 1
-        self.tally.check_s[gemm.backend] += time.perf_counter() - started
+            self.tally.add(gemm.backend, "fused")
+        self.tally.add(gemm.backend, "check_s", time.perf_counter() - started)
         return CheckResult(out, verdict, record)
 
     # ------------------------------------------------------------ the Hypothesis loop

@@ -32,3 +32,29 @@ def test_the_example_suite_runs_on_both_cpu_backends(pytester):
     # columns: backend passed unsup. failed unavail | verified unsup. failed ...
     assert int(rows["aten"][1]) >= 3 and int(rows["aten"][3]) == 0
     assert int(rows["cpp"][3]) == 0 and int(rows["cpp"][6]) >= 1
+
+
+def test_the_results_table_is_the_same_under_pytest_xdist(pytester):
+    """Workers run the tests; the controller prints the table from what their reports carry."""
+    pytester.makepyfile(
+        """
+        from pytest_gemmguard import gemm_case
+
+        @gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["relu"], shapes=[(9, 17, 33), (16, 24, 40)])
+        def test_a(gemm):
+            gemm.check()
+
+        @gemm_case(ops=["baddbmm"], shapes=[(2, 8, 8, 8)], max_examples=1)
+        def test_b(gemm):
+            gemm.check()
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--gemm-backends=cpp", "--gemm-max-examples=2", "-p", "no:cacheprovider"
+    )
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1, skipped=1)
+    row = next(line for line in out.splitlines() if line.startswith("cpp "))
+    cols = row.split()  # backend passed unsup. failed unavail | verified unsup. failed ...
+    assert cols[1:5] == ["1", "1", "0", "0"] and int(cols[6]) >= 2 and int(cols[7]) >= 1, row
+    assert "unsupported by cpp" in out and "NoValidChoicesError" in out
