@@ -270,9 +270,11 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _content_key(tensors) -> str:
+    """Everything a frozen constant is: values and the whole layout, storage offset included (a
+    weight viewed 3 elements into its storage is a different constant from a compact one)."""
     h = hashlib.blake2b(digest_size=16)
     for t in tensors:
-        h.update(f"{tuple(t.shape)}{tuple(t.stride())}{t.dtype}{t.device}".encode())
+        h.update(f"{tuple(t.shape)}{tuple(t.stride())}{t.storage_offset()}{t.dtype}{t.device}".encode())
         h.update(t.detach().cpu().contiguous().view(-1).view(dtype=_byte_dtype()).numpy().tobytes())
     return h.hexdigest()
 

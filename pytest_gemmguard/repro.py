@@ -7,6 +7,7 @@ out as plain torch, and the Inductor options of the backend, so anyone can rerun
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import os
@@ -40,10 +41,16 @@ def _user_function_source(fn: Callable[..., Any]) -> str:
     except (OSError, TypeError):
         return "def fn(*args):\n    raise SystemExit('paste the function under test here')"
     name = getattr(fn, "__name__", "fn")
-    if name == "<lambda>":
-        m = re.search(r"lambda[^:]*:.*", src)
-        return f"fn = {m.group(0).rstrip(')').rstrip()}" if m else f"# {src}"
-    return f"{src}\nfn = {name}"
+    if name != "<lambda>":
+        return f"{src}\nfn = {name}"
+    # A lambda's source is the whole line around it (`gemm.check(lambda a, b: ...)`): cut it out exactly.
+    try:
+        lambdas = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Lambda)]
+    except SyntaxError:
+        lambdas = []
+    if len(lambdas) == 1:
+        return f"fn = {ast.get_source_segment(src, lambdas[0])}"
+    return "def fn(*args):\n    raise SystemExit('paste the function under test here')  # from: " + src.strip()
 
 
 def script(case, backend, fn, verdict, dynamic: bool) -> str:
@@ -62,6 +69,7 @@ import hashlib
 import sys
 
 import torch
+import torch._inductor.config as inductor_config
 
 DTYPES = {{{", ".join(f"{k!r}: torch.{k}" for k in DTYPES)}}}
 STORAGE_OFFSET = {cases.STORAGE_OFFSET}
@@ -99,8 +107,9 @@ class Frozen(torch.nn.Module):
         return fn(*[ws[i] if i in ws else next(it) for i in range(len(args))])
 
 
-with torch.no_grad():
-    compiled = torch.compile(Frozen().eval(), dynamic={dynamic}, options=INDUCTOR_OPTIONS)
+# Patched globally, not passed as torch.compile(options=...): Dynamo itself reads `freezing`.
+with torch.no_grad(), inductor_config.patch(INDUCTOR_OPTIONS):
+    compiled = torch.compile(Frozen().eval(), dynamic={dynamic})
     out = compiled(*[a for i, a in enumerate(args) if i not in weights])
     expected = fn(*[a.to(torch.float64) for a in args])
 err = (out.to(torch.float64) - expected).abs()

@@ -204,8 +204,14 @@ class GemmSession:
             except CompileTimeout as exc:
                 timed_out.append(exc)
                 verdict = "timed out"
+            except BaseException as exc:
+                took = time.perf_counter() - started
+                self.progress(
+                    f"[{backend}] {step}/{budget} {case.describe()}: FAILED ({type(exc).__name__}, {took:.1f} s)"
+                )
+                raise
             took = time.perf_counter() - started
-            self._progress(f"[{backend}] {step}/{budget} {case.describe()}: {verdict} ({took:.1f} s)")
+            self.progress(f"[{backend}] {step}/{budget} {case.describe()}: {verdict} ({took:.1f} s)")
 
         # Hypothesis explores first, so whatever it finds is shrunk; then the regime tour (explicit
         # cases, which Hypothesis never shrinks, hence already small) guarantees every regime ran.
@@ -243,7 +249,8 @@ class GemmSession:
                 f"({outcome['unsupported']} examples; e.g. {example})"
             )
 
-    def _progress(self, message: str) -> None:
+    def progress(self, message: str) -> None:
+        """A live line for long work (shown with pytest -v)."""
         if self.options.progress is not None:
             self.options.progress(message)
 

@@ -129,3 +129,16 @@ def test_a_gemm_rewritten_into_a_pointwise_kernel_is_unsupported(compiler, backe
     """Inductor turns a 1x1x1 GEMM into plain C++ arithmetic: no GEMM kernel ran, so no pass."""
     with pytest.raises(Unsupported, match=r"ran without a GEMM kernel of \w+ \(GEMM work went to: cpp_fused_mm"):
         _run(compiler, backend, GemmCase("mm", 1, 1, 1))
+
+
+def test_frozen_weights_that_differ_only_in_storage_offset_are_not_shared(compiler):
+    """A frozen weight is its values *and* its layout: the same values viewed 3 elements into their
+    storage must get their own compile, or a verdict on one layout would be blamed on the other."""
+    be, fn = backends.get("cpp"), case_function("mm", "none", "float32")
+    a, w = torch.randn(8, 16), torch.randn(16, 12)
+    flat = torch.zeros(w.numel() + 3)
+    shifted = flat[3:].view(16, 12)
+    shifted.copy_(w)
+    _, r1 = run_checked(compiler.compile(be, fn, (a, w), (1,)), (a, w))
+    _, r2 = run_checked(compiler.compile(be, fn, (a, shifted), (1,)), (a, shifted))
+    assert r1.compiled == 1 and r2.compiled == 1

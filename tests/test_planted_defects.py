@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 PLANTED = '''
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass
@@ -98,7 +100,8 @@ def test_a_backend_that_silently_falls_back_shows_zero_passes(pytester):
     assert passed == "0" and unsupported == "1"
 
 
-def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester):
+@pytest.mark.parametrize("backend", ["aten", "cpp"])
+def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester, backend):
     """The repro needs torch only: run it in a fresh interpreter, without the plugin on the path."""
     import torch
 
@@ -108,8 +111,8 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester)
 
     case = GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")
     wrong = oracle.Verdict(False, 9.0, 1.0, oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-30, 1, 35))
-    gemm = Gemm(case, "aten", session=None, test_id="t.py::test_x[aten]")
-    path = repro.write(str(pytester.path / "out"), gemm, None, backends.get("aten"), wrong, dynamic=False)
+    gemm = Gemm(case, backend, session=None, test_id=f"t.py::test_x[{backend}]")
+    path = repro.write(str(pytester.path / "out"), gemm, None, backends.get(backend), wrong, dynamic=False)
     proc = subprocess.run([sys.executable, "-I", path], capture_output=True, text=True, timeout=300)
     assert "max |error|:" in proc.stdout, proc.stderr
     assert proc.returncode == 1  # the tolerance recorded (1e-30) is still broken: the script says so

@@ -316,7 +316,9 @@ def _measure(
     backend = backends.get(backend_name)
     device = backend.device()
     gemm = Gemm(case, backend_name, session, test_id)
+    label = f"[{backend_name}] benchmark {case.describe()}"
     if ctx.settings.verify:
+        session.progress(f"{label}: compiling and verifying")
         result = gemm.check(fn)  # raises GemmMismatch, or Unsupported (the test ends as unsupported)
         record = result.record
     target, flat = (
@@ -328,6 +330,7 @@ def _measure(
     if not ctx.settings.verify:
         _, record = run_checked(compiled, flat)
     kernels = [k for g in record.graphs for k in g.gemm_kernels(backend_name)]
+    session.progress(f"{label}: timing (with eager ATen as the in-run reference)")
     timing = _time(ctx, compiled, flat, target, device, instrument)
     s = timing.summary
     flops = 2.0 * math.prod(case.shape)
@@ -362,6 +365,7 @@ def _measure(
             m.cold_error = "fn is not importable by a fresh process (a lambda or closure): cold compile not measured"
         else:
             spec_ = {"backend": backend_name, "case": asdict(case), "fn": fn_ref, "dynamic": session.compiler.dynamic}
+            session.progress(f"{label}: cold and warm compile in a fresh process")
             cold = ctx.cold(spec_)
             m.cold_error = cold.get("error")
             m.cold_compile_s, m.warm_compile_s = cold.get("cold_s"), cold.get("warm_s")
