@@ -102,29 +102,25 @@ def _graph_code(codes: list[str]) -> str:
     return "\n".join(c for c in codes if not _BENCHMARK_MODULE.search(c))
 
 
-class _FrozenWeights:
-    """Holds the weight operands as parameters, so Inductor's freezing folds them into constants."""
+def _frozen_module(fn: Callable, n_inputs: int, frozen: dict[int, Any]):
+    """A module holding the weight operands as parameters, so Inductor's freezing folds them into
+    constants; its forward takes the remaining (runtime) inputs in order."""
+    import torch
 
-    @staticmethod
-    def build(fn: Callable, n_inputs: int, frozen: dict[int, Any]):
-        import torch
+    class FrozenWeights(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fn = fn
+            self.weights = torch.nn.ParameterList([torch.nn.Parameter(t, requires_grad=False) for t in frozen.values()])
+            self.positions = tuple(frozen)
 
-        class FrozenWeights(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.fn = fn
-                self.weights = torch.nn.ParameterList(
-                    [torch.nn.Parameter(t, requires_grad=False) for t in frozen.values()]
-                )
-                self.positions = tuple(frozen)
+        def forward(self, *runtime):
+            it = iter(runtime)
+            weights = dict(zip(self.positions, self.weights, strict=True))
+            args = [weights[i] if i in weights else next(it) for i in range(n_inputs)]
+            return self.fn(*args)
 
-            def forward(self, *runtime):
-                it = iter(runtime)
-                weights = dict(zip(self.positions, self.weights, strict=True))
-                args = [weights[i] if i in weights else next(it) for i in range(n_inputs)]
-                return self.fn(*args)
-
-        return FrozenWeights().eval()
+    return FrozenWeights().eval()
 
 
 @dataclass
@@ -209,7 +205,7 @@ class Compiler:
             frozen = {i: inputs[i] for i in weight_positions}
             key = (backend.name, fn, self.dynamic, _content_key(frozen.values()))
             if key not in self._frozen:
-                module = _FrozenWeights.build(fn, n, frozen)
+                module = _frozen_module(fn, n, frozen)
                 # A fresh Dynamo backend per module: Dynamo never shares compiled code across
                 # backends, so constants frozen for one weight can never serve another.
                 dyn_backend = _InductorThrough(backend, self._claimers())

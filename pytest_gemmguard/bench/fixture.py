@@ -298,79 +298,71 @@ def measure(
 
     on_cpu = not backends.get(backend_name).device().startswith("cuda")
     with _threads(ctx.settings.timing.cpu_threads if on_cpu else None):
-        return _measure(ctx, backend_name, case, fn, test_id, instrument)
+        from ..compile import run_checked
+        from ..runner import Gemm
 
-
-def _measure(
-    ctx: BenchContext,
-    backend_name: str,
-    case: GemmCase,
-    fn: Callable[..., Any] | None,
-    test_id: str,
-    instrument: Callable | None = None,
-) -> Measurement:
-    from ..compile import run_checked
-    from ..runner import Gemm
-
-    session = ctx.session
-    backend = backends.get(backend_name)
-    device = backend.device()
-    gemm = Gemm(case, backend_name, session, test_id)
-    label = f"[{backend_name}] benchmark {case.describe()}"
-    if ctx.settings.verify:
-        session.progress(f"{label}: compiling and verifying")
-        result = gemm.check(fn)  # raises GemmMismatch, or Unsupported (the test ends as unsupported)
-        record = result.record
-    target, flat = (
-        (case_function(case.op, case.epilogue, case.dtype), gemm.inputs.flat) if fn is None else (fn, gemm.args)
-    )
-    spec = OPS[case.op]
-    weights = tuple(spec.arg_names.index(r) for r in spec.weight_args)
-    compiled = session.compiler.compile(backend, target, flat, weights)
-    if not ctx.settings.verify:
-        _, record = run_checked(compiled, flat)
-    kernels = [k for g in record.graphs for k in g.gemm_kernels(backend_name)]
-    session.progress(f"{label}: timing (with eager ATen as the in-run reference)")
-    timing = _time(ctx, compiled, flat, target, device, instrument)
-    s = timing.summary
-    flops = 2.0 * math.prod(case.shape)
-    m = Measurement(
-        key=f"{test_id} | {_fn_name(fn)} | {case.describe()}",
-        test=test_id,
-        backend=backend_name,
-        op=case.op,
-        shape=case.shape,
-        dtype=case.dtype,
-        epilogue=case.epilogue,
-        layout=case.layout,
-        device=device,
-        fn=_fn_name(fn),
-        median_s=s.median,
-        ci_low_s=s.low,
-        ci_high_s=s.high,
-        n=s.n,
-        method=timing.method,
-        stopped=timing.stopped,
-        samples=timing.samples[:SAMPLES_KEPT],
-        ref_median_s=timing.ref_summary.median if timing.ref_summary else None,
-        flops=flops,
-        peak_tflops=ctx.peak_tflops(device, case.dtype),
-        compile_s=record.compile_s,
-        kernels=kernels,
-        when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    )
-    if ctx.settings.cold_compile:
-        fn_ref = _importable(fn)
-        if fn is not None and fn_ref is None:
-            m.cold_error = "fn is not importable by a fresh process (a lambda or closure): cold compile not measured"
-        else:
-            spec_ = {"backend": backend_name, "case": asdict(case), "fn": fn_ref, "dynamic": session.compiler.dynamic}
-            session.progress(f"{label}: cold and warm compile in a fresh process")
-            cold = ctx.cold(spec_)
-            m.cold_error = cold.get("error")
-            m.cold_compile_s, m.warm_compile_s = cold.get("cold_s"), cold.get("warm_s")
-            m.cold_phases = cold.get("cold_phases", {})
-    return m
+        session = ctx.session
+        backend = backends.get(backend_name)
+        device = backend.device()
+        gemm = Gemm(case, backend_name, session, test_id)
+        label = f"[{backend_name}] benchmark {case.describe()}"
+        if ctx.settings.verify:
+            session.progress(f"{label}: compiling and verifying")
+            result = gemm.check(fn)  # raises GemmMismatch, or Unsupported (the test ends as unsupported)
+            record = result.record
+        target, flat = (
+            (case_function(case.op, case.epilogue, case.dtype), gemm.inputs.flat) if fn is None else (fn, gemm.args)
+        )
+        spec = OPS[case.op]
+        weights = tuple(spec.arg_names.index(r) for r in spec.weight_args)
+        compiled = session.compiler.compile(backend, target, flat, weights)
+        if not ctx.settings.verify:
+            _, record = run_checked(compiled, flat)
+        kernels = [k for g in record.graphs for k in g.gemm_kernels(backend_name)]
+        session.progress(f"{label}: timing (with eager ATen as the in-run reference)")
+        timing = _time(ctx, compiled, flat, target, device, instrument)
+        s = timing.summary
+        flops = 2.0 * math.prod(case.shape)
+        m = Measurement(
+            key=f"{test_id} | {_fn_name(fn)} | {case.describe()}",
+            test=test_id,
+            backend=backend_name,
+            op=case.op,
+            shape=case.shape,
+            dtype=case.dtype,
+            epilogue=case.epilogue,
+            layout=case.layout,
+            device=device,
+            fn=_fn_name(fn),
+            median_s=s.median,
+            ci_low_s=s.low,
+            ci_high_s=s.high,
+            n=s.n,
+            method=timing.method,
+            stopped=timing.stopped,
+            samples=timing.samples[:SAMPLES_KEPT],
+            ref_median_s=timing.ref_summary.median if timing.ref_summary else None,
+            flops=flops,
+            peak_tflops=ctx.peak_tflops(device, case.dtype),
+            compile_s=record.compile_s,
+            kernels=kernels,
+            when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        )
+        if ctx.settings.cold_compile:
+            fn_ref = _importable(fn)
+            if fn is not None and fn_ref is None:
+                m.cold_error = (
+                    "fn is not importable by a fresh process (a lambda or closure): cold compile not measured"
+                )
+            else:
+                dynamic = session.compiler.dynamic
+                spec_ = {"backend": backend_name, "case": asdict(case), "fn": fn_ref, "dynamic": dynamic}
+                session.progress(f"{label}: cold and warm compile in a fresh process")
+                cold = ctx.cold(spec_)
+                m.cold_error = cold.get("error")
+                m.cold_compile_s, m.warm_compile_s = cold.get("cold_s"), cold.get("warm_s")
+                m.cold_phases = cold.get("cold_phases", {})
+        return m
 
 
 def _time(
