@@ -32,6 +32,11 @@ class OpSpec:
     weight_args: tuple[str, ...]
 
     @property
+    def weight_positions(self) -> tuple[int, ...]:
+        """Where the weight operands sit in the argument order (what a frozen-weight backend freezes)."""
+        return tuple(self.arg_names.index(r) for r in self.weight_args)
+
+    @property
     def function_name(self) -> str:
         return "torch.nn.functional.linear" if self.name == "linear" else f"torch.{self.name}"
 

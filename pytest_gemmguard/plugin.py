@@ -15,10 +15,10 @@ from . import backends
 from .bench import plugin as bench_plugin
 from .cases import RUNNER_FIXTURE
 from .errors import GemmUsageError, Unsupported
+from .runner import UNAVAILABLE_PREFIX, require_backend
 
 ENV_BACKENDS = "GEMMGUARD_BACKENDS"
 UNSUPPORTED_PREFIX = "gemmguard: unsupported"
-UNAVAILABLE_PREFIX = "gemmguard: backend"
 _SESSION = pytest.StashKey["Any"]()
 _SELECTED = pytest.StashKey["list[str]"]()
 _SUMMARY = pytest.StashKey["Any"]()
@@ -159,12 +159,6 @@ def gemm_backend(request: pytest.FixtureRequest) -> str:
     return request.param  # pragma: no cover - always parametrized
 
 
-def _require(backend: str) -> None:
-    probe = backends.probe(backend)
-    if not probe.available:
-        pytest.skip(f"{UNAVAILABLE_PREFIX} {backend} {probe.line()}")
-
-
 class _Runner:
     def __init__(self, session, backend: str, nodeid: str) -> None:
         self.session, self.backend, self.nodeid = session, backend, nodeid
@@ -200,7 +194,7 @@ class ProvenCompile:
 @pytest.fixture
 def gemm_compile(request: pytest.FixtureRequest, gemm_backend: str) -> ProvenCompile:
     """Compile any function through the backend under test, with provenance (see ProvenCompile)."""
-    _require(gemm_backend)
+    require_backend(gemm_backend)
     return ProvenCompile(request.config.stash[_SESSION], gemm_backend)
 
 

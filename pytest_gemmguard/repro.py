@@ -57,7 +57,7 @@ def script(case, backend, fn, verdict, dynamic: bool) -> str:
     spec = OPS[case.op]
     args_roles, extra_roles = cases.input_roles(case)
     roles = args_roles + extra_roles
-    weights = [spec.arg_names.index(r) for r in spec.weight_args] if backend.freezes_weights else []
+    weights = list(spec.weight_positions) if backend.freezes_weights else []
     n_inputs = len(spec.arg_names) if fn is not None else len(roles)
     body = _user_function_source(fn) if fn is not None else _case_function_source(case)
     mm = verdict.mismatch

@@ -20,6 +20,17 @@ from .compile import CallRecord, Compiler, run_checked
 from .errors import CompileTimeout, Unsupported
 from .ops import DTYPES, OPS
 
+UNAVAILABLE_PREFIX = "gemmguard: backend"  # starts the skip reason of a backend that cannot run here
+
+
+def require_backend(backend: str) -> None:
+    """Skip the current test, with the probe's reason and fix, when `backend` cannot run here."""
+    import pytest
+
+    probe = backends.probe(backend)
+    if not probe.available:
+        pytest.skip(f"{UNAVAILABLE_PREFIX} {backend} {probe.line()}")
+
 
 class GemmMismatch(AssertionError):
     """A backend's kernel ran and produced a wrong result."""
@@ -142,9 +153,7 @@ class GemmSession:
             expected = oracle.reference(fn, flat)
             expected_dtype = eager_out.dtype
             tol = oracle.generic_tolerance(expected, tol, expected_dtype)
-        spec = OPS[case.op]
-        weights = tuple(spec.arg_names.index(r) for r in spec.weight_args)
-        compiled = self.compiler.compile(backend, target, flat, weights)
+        compiled = self.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
         oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
         try:
             out, record = run_checked(compiled, flat)
@@ -174,9 +183,7 @@ class GemmSession:
 
         from . import strategies
 
-        probe = backends.probe(backend)
-        if not probe.available:
-            pytest.skip(f"gemmguard: backend {backend} {probe.line()}")
+        require_backend(backend)
         device = backends.get(backend).device()
         seed = self.options.seed or 0
         narrowed = dict(ops=spec.ops, dtypes=spec.dtypes, epilogues=spec.epilogues, layouts=spec.layouts)

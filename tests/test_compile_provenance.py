@@ -20,8 +20,7 @@ def compiler():
 
 def _run(compiler, backend, case, fn=None):
     inputs = build_inputs(case, "cpu")
-    spec = OPS[case.op]
-    weights = tuple(spec.arg_names.index(r) for r in spec.weight_args)
+    weights = OPS[case.op].weight_positions
     target = fn or case_function(case.op, case.epilogue, case.dtype)
     flat = inputs.flat if fn is None else inputs.args
     return run_checked(compiler.compile(backends.get(backend), target, flat, weights), flat)

@@ -74,8 +74,7 @@ def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], 
     inputs = build_inputs(case, backend.device())
     fn = _resolve_fn(spec)
     target, flat = (case_function(case.op, case.epilogue, case.dtype), inputs.flat) if fn is None else (fn, inputs.args)
-    op = OPS[case.op]
-    weights = tuple(op.arg_names.index(r) for r in op.weight_args)
+    weights = OPS[case.op].weight_positions
     compiler = Compiler(cache_dir=cache_dir, dynamic=spec.get("dynamic", False), timeout_s=0)
     compiler.activate()  # the same directories the parent pointed the environment at
     before = _timers()

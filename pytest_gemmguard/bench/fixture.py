@@ -195,15 +195,11 @@ class GemmBenchmark:
         epilogue: str = "none",
         layout: str = "contiguous",
     ) -> Measurement:
-        import pytest
-
-        from ..plugin import UNAVAILABLE_PREFIX
+        from ..runner import require_backend
 
         __tracebackhide__ = True  # a broken budget shows the test's line and the numbers, not our frames
 
-        probe = backends.probe(self.backend)
-        if not probe.available:
-            pytest.skip(f"{UNAVAILABLE_PREFIX} {self.backend} {probe.line()}")
+        require_backend(self.backend)
         case = make_case(op, shape, dtype or default_dtype(backends.get(self.backend).device()), epilogue, layout)
         m = measure(self.ctx, self.backend, case, fn, self.test_id, self.instrument)
         base = None
@@ -313,9 +309,7 @@ def measure(
         target, flat = (
             (case_function(case.op, case.epilogue, case.dtype), gemm.inputs.flat) if fn is None else (fn, gemm.args)
         )
-        spec = OPS[case.op]
-        weights = tuple(spec.arg_names.index(r) for r in spec.weight_args)
-        compiled = session.compiler.compile(backend, target, flat, weights)
+        compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
         if not ctx.settings.verify:
             _, record = run_checked(compiled, flat)
         kernels = [k for g in record.graphs for k in g.gemm_kernels(backend_name)]
