@@ -11,6 +11,9 @@ runs outside the events). With `cuda_graph=True`, or "auto" when the call is lau
 least half as long to issue it as the GPU takes to run it), `graph_calls` calls are captured in one CUDA
 graph and each sample is one replay divided by `graph_calls`: no host time in the samples, and operands
 stay in L2 between those calls. torch.cuda is imported only in the GPU path.
+
+`library_peak` measures the denominator of "% of peak" with these same timers and options: the best
+median throughput of the library GEMM (torch.mm) over a few large shapes.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import gc
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .stats import Summary, summarize
 
@@ -267,3 +270,80 @@ def time_callable(
     if str(device).startswith("cuda"):
         return time_cuda(fn, reference, opts)
     return time_cpu(fn, reference, opts)
+
+
+# ---------------------------------------------------------------- peak throughput
+
+# Large enough to be compute-bound, several sizes because the fastest one differs by card and dtype: on the
+# H200 a single 8192^3 bf16 GEMM measured 650 TFLOP/s while cuBLAS at 4096^3 reached 669 in the same run
+# (a long GEMM draws more power and clocks lower), so one size put kernels at 103% of "peak".
+GPU_PEAK_SHAPES = ((4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192))
+CPU_PEAK_SHAPES = ((512, 512, 512), (1024, 1024, 1024))
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The best library GEMM throughput measured here: `tflops` at `shape`, and every median measured."""
+
+    tflops: float
+    shape: tuple[int, int, int]
+    per_shape: dict[str, float]  # "MxNxK" -> best median TFLOP/s over the passes
+    method: str
+    elapsed_s: float
+
+    def describe(self) -> str:
+        shapes = ", ".join(f"{k} {v:.4g}" for k, v in self.per_shape.items())
+        return f"{self.tflops:.4g} TFLOP/s (best median of torch.mm over {shapes}; {self.method})"
+
+
+def library_peak(
+    device: str,
+    dtype,
+    opts: TimingOptions | None = None,
+    shapes: tuple[tuple[int, int, int], ...] | None = None,
+    time_per_shape_s: float = 0.25,
+    passes: int | None = None,
+    budget_s: float = 3.0,
+) -> Peak:
+    """Best median throughput of torch.mm (cuBLAS, oneDNN/MKL) over `shapes`, timed by `time_callable`
+    with the caller's options (L2 flush, CUDA-graph rule, CPU threads), so a kernel and its peak are timed
+    alike. On the GPU the shapes are measured in two interleaved passes and the best median kept: the first
+    measurement of a run can catch the clocks still ramping up from idle. Inputs are randn, like the cases'
+    (a GEMM's power draw, hence its clock, depends on the values it multiplies). Shapes go small to large
+    and none is started after `budget_s`: a dtype the CPU only emulates (bf16 without AVX512-BF16) takes
+    seconds per 1024^3 call, and the peak must stay cheap."""
+    import torch
+
+    gpu = str(device).startswith("cuda")
+    shapes = shapes or (GPU_PEAK_SHAPES if gpu else CPU_PEAK_SHAPES)
+    passes = passes or (2 if gpu else 1)
+    base = opts or TimingOptions()
+    # A tighter CI than the default: the peak divides every % of peak of the run.
+    opts = replace(
+        base,
+        max_time_s=time_per_shape_s,
+        rel_ci=min(base.rel_ci, 0.005),
+        warmup_s=max(base.warmup_s, 0.1),
+        min_samples=min(base.min_samples, 5),
+    )
+    started = time.perf_counter()
+    best: dict[str, float] = {}
+    method = ""
+    for _ in range(passes):
+        for m, n, k in shapes:
+            if best:  # its first batch of samples, at the best throughput so far
+                cost = 2 * m * n * k / (max(best.values()) * 1e12) * max(opts.batch, opts.min_samples)
+                if time.perf_counter() - started + cost > budget_s:
+                    continue
+            a = torch.randn(m, k, device=device).to(dtype)
+            b = torch.randn(k, n, device=device).to(dtype)
+            out = torch.empty(m, n, device=device, dtype=dtype)
+            with torch.no_grad():
+                t = time_callable(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), str(device), opts=opts)
+            key = f"{m}x{n}x{k}"
+            best[key] = max(best.get(key, 0.0), 2 * m * n * k / t.summary.median / 1e12)
+            method = t.method
+            del a, b, out
+    top = max(best, key=best.__getitem__)
+    shape = tuple(int(d) for d in top.split("x"))
+    return Peak(best[top], (shape[0], shape[1], shape[2]), best, method, time.perf_counter() - started)
