@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import GemmUsageError
-from .ops import DTYPES, OPS, apply_chain, chain_name, output_dtype, parse_chain
+from .ops import DTYPES, OPS, apply_chain, chain_name, gemm_out_dtype, op_takes, output_dtype, parse_chain
 
 # Per-operand storage: "row" (contiguous), "col" (column-major: a transposed view of contiguous
 # storage), "strided" (every other column of a wider buffer: non-contiguous), "offset" (contiguous
-# but starting 3 elements into its storage, so not 16-byte aligned).
+# but starting 3 elements into its storage, so not 16-byte aligned). A scaled op's scales are drawn
+# apart ("scale" storage: positive float32, not powers of two, so a dropped scale shows).
 LAYOUTS: dict[str, tuple[str, str]] = {
     "contiguous": ("row", "row"),
     "transposed_a": ("col", "row"),
@@ -76,6 +77,8 @@ def _make(shape: tuple[int, ...], storage: str, dtype: str, seed: int, device: s
     import torch
 
     gen = torch.Generator().manual_seed(seed)
+    if storage == "scale":
+        return (0.5 + 1.5 * torch.rand(shape, generator=gen, dtype=torch.float32)).to(device)
     values = torch.randn(shape, generator=gen, dtype=torch.float32).to(device=device, dtype=DTYPES[dtype])
     if storage == "row":
         return values.contiguous()
@@ -110,11 +113,14 @@ def operand_specs(case: GemmCase) -> dict[str, tuple[tuple[int, ...], str]]:
     lead = (case.batch,) if OPS[case.op].batched else ()
     out_shape = (*lead, case.m, case.n)
     a_store, b_store = LAYOUTS[case.layout]
+    rowwise = OPS[case.op].rowwise_scales
     return {
         "a": ((*lead, case.m, case.k), a_store),
         "b": ((*lead, case.k, case.n), b_store),
         "w": ((case.n, case.k), b_store),
         "bias": (out_shape if case.op == "baddbmm" else (case.n,), "row"),
+        "scale_a": ((case.m, 1) if rowwise else (), "scale"),
+        "scale_b": ((1, case.n) if rowwise else (), "scale"),
         "epi_bias": ((case.n,), "row"),
         "residual": (out_shape, "row"),
     }
@@ -129,7 +135,8 @@ def role_dtypes(case: GemmCase) -> dict[str, str]:
     """Each input's dtype: the case dtype, except that an epilogue tensor read after a cast has the
     cast's dtype (otherwise type promotion would silently undo the cast)."""
     dtypes = dict.fromkeys(OPS[case.op].arg_names, case.dtype)
-    current = case.dtype
+    dtypes.update(dict.fromkeys(("scale_a", "scale_b"), "float32") if OPS[case.op].scaled else {})
+    current = gemm_out_dtype(case.dtype)
     for step in case.steps:
         if step == "cast":
             current = output_dtype(case.dtype, case.steps)
@@ -258,7 +265,7 @@ def make_spec(**kwargs: Any) -> CaseSpec:
         not isinstance(max_examples, int) or isinstance(max_examples, bool) or max_examples < 1
     ):
         raise GemmUsageError(f"@gemm_case(max_examples={max_examples!r}): must be an integer >= 1")
-    return CaseSpec(
+    spec = CaseSpec(
         ops=ops,
         dtypes=_names("dtypes", kwargs.get("dtypes"), list(DTYPES)),
         epilogues=_epilogues(kwargs.get("epilogues")),
@@ -266,6 +273,35 @@ def make_spec(**kwargs: Any) -> CaseSpec:
         shapes=_shapes(kwargs.get("shapes"), ops),
         max_examples=max_examples,
     )
+    if not valid_ops(spec):
+        raise GemmUsageError(
+            "@gemm_case: no op takes these dtypes and layouts together (float8_e4m3fn goes with "
+            "scaled_mm/scaled_mm_rowwise and the transposed_b layout, which take nothing else)"
+        )
+    return spec
+
+
+def valid_ops(spec: CaseSpec, dtypes: Sequence[str] | None = None) -> list[str]:
+    """The spec's ops that take at least one of its dtypes (or `dtypes`, the device's defaults) in at
+    least one of its layouts, and, with explicit shapes, at least one shape of theirs."""
+    dtypes = spec.dtypes or dtypes or list(DTYPES)
+    out = []
+    for op in spec.ops or OPS:
+        if not any(op_takes(op, d, lay) for d in dtypes for lay in spec.layouts or LAYOUTS):
+            continue
+        if spec.shapes and not any(shape_fits(op, s) for s in spec.shapes):
+            continue
+        out.append(op)
+    return out
+
+
+def shape_fits(op: str, shape: tuple[int, ...]) -> bool:
+    """Whether an explicit shape suits `op`: rank (batched or not) and the op's N, K alignment."""
+    spec = OPS[op]
+    if spec.batched != (len(shape) == 4):
+        return False
+    n, k = shape[-2], shape[-1]
+    return n % spec.align == 0 and k % spec.align == 0
 
 
 GEMM_ARG = "gemm"

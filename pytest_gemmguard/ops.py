@@ -6,18 +6,68 @@ error model, so the three can never disagree about what a case computes.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
+# A case's dtype names how its operands are stored AND the precision its GEMM computes in:
+# "tf32" is float32 storage with TF32 tensor-core math (10-bit mantissa operands); float8_e4m3fn goes
+# with the scaled ops only, which write bfloat16.
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
+    "tf32": torch.float32,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
+    "float8_e4m3fn": torch.float8_e4m3fn,
 }
-# What an epilogue "cast" turns each dtype into: always a real change of precision.
+FP8 = "float8_e4m3fn"
+FLOAT_DTYPES = ("float32", "tf32", "float16", "bfloat16")
+# The dtype the GEMM itself writes, before any epilogue cast.
+GEMM_OUT = {"tf32": "float32", FP8: "bfloat16"}
+# What an epilogue "cast" turns the GEMM's output into: always a real change of precision.
 CAST_TARGET = {"float32": "bfloat16", "float16": "float32", "bfloat16": "float32"}
+
+
+def gemm_out_dtype(dtype: str) -> str:
+    return GEMM_OUT.get(dtype, dtype)
+
+
+def dtype_unsupported(dtype: str, device: str) -> str | None:
+    """Why `dtype` cannot run on `device` at all (whatever the backend), or None."""
+    if device == "cpu":
+        return "tf32 is a CUDA tensor-core precision (SM >= 8.0); the CPU has none" if dtype == "tf32" else None
+    cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
+    if dtype == "tf32" and cap < (8, 0):
+        return f"tf32 needs SM >= 8.0 (this GPU is SM{cap[0]}{cap[1]})"
+    if dtype == FP8 and cap < (8, 9):
+        return f"float8 GEMMs need SM >= 8.9 (this GPU is SM{cap[0]}{cap[1]})"
+    return None
+
+
+def default_dtypes(device: str) -> tuple[str, ...]:
+    """The dtypes a case space draws from when a test names none: every dtype the device can run."""
+    return tuple(d for d in DTYPES if d != "tf32" or device != "cpu")
+
+
+@contextlib.contextmanager
+def math_precision(dtype: str) -> Iterator[None]:
+    """Run float32 GEMMs as `dtype` says: TF32 for "tf32", IEEE float32 for everything else.
+
+    The case, not the user's global setting, decides: a "float32" case is judged by the float32 error
+    model, so it must not silently run as TF32. Inductor bakes the setting into the kernels it compiles,
+    and Dynamo guards on it, so a TF32 compile is never reused for a float32 case. Only the new
+    `fp32_precision` API is used (torch raises when the legacy and new TF32 APIs are mixed).
+    """
+    matmul = torch.backends.cuda.matmul
+    previous = matmul.fp32_precision
+    matmul.fp32_precision = "tf32" if dtype == "tf32" else "ieee"
+    try:
+        yield
+    finally:
+        matmul.fp32_precision = previous
 
 
 @dataclass(frozen=True)
@@ -26,10 +76,25 @@ class OpSpec:
     batched: bool
     has_bias: bool
     # Argument order of the torch function, naming each input: "a" (M×K), "b" (K×N), "w" (N×K, a
-    # linear weight), "bias" (N, or B×M×N for baddbmm).
+    # linear weight), "bias" (N, or B×M×N for baddbmm), "scale_a"/"scale_b" (float32 dequantization
+    # scales: one number each, or one per row of A (M×1) and per column of B (1×N)).
     arg_names: tuple[str, ...]
     # The operand that Inductor's CPP template needs as a frozen constant (the "weight").
     weight_args: tuple[str, ...]
+    # The call as torch code over arg_names (compiled function, reference and repro scripts share it).
+    expr: str = ""
+    # Case dtypes the op takes. The scaled ops take float8 alone; no other op takes float8.
+    dtypes: tuple[str, ...] = FLOAT_DTYPES
+    # Layouts the op's own contract allows (None: all). torch._scaled_mm wants A row-major and B
+    # column-major on CUDA: other layouts are invalid input, not a backend's failure.
+    layouts: tuple[str, ...] | None = None
+    # N and K must be multiples of this (16 for float8: cuBLASLt and the Triton template need it).
+    align: int = 1
+    rowwise_scales: bool = False
+
+    def __post_init__(self) -> None:
+        fn = eval(f"lambda {', '.join(self.arg_names)}: {self.expr}", {"torch": torch})
+        object.__setattr__(self, "_fn", fn)
 
     @property
     def weight_positions(self) -> tuple[int, ...]:
@@ -37,21 +102,34 @@ class OpSpec:
         return tuple(self.arg_names.index(r) for r in self.weight_args)
 
     @property
-    def function_name(self) -> str:
-        return "torch.nn.functional.linear" if self.name == "linear" else f"torch.{self.name}"
+    def scaled(self) -> bool:
+        return "scale_a" in self.arg_names
 
     def call(self, *args: torch.Tensor) -> torch.Tensor:
-        fn = torch.nn.functional.linear if self.name == "linear" else getattr(torch, self.name)
-        return fn(*args)
+        return self._fn(*args)
 
 
+_SCALED = "torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)"
 OPS: dict[str, OpSpec] = {
-    "mm": OpSpec("mm", False, False, ("a", "b"), ("b",)),
-    "addmm": OpSpec("addmm", False, True, ("bias", "a", "b"), ("bias", "b")),
-    "bmm": OpSpec("bmm", True, False, ("a", "b"), ("b",)),
-    "baddbmm": OpSpec("baddbmm", True, True, ("bias", "a", "b"), ("bias", "b")),
-    "linear": OpSpec("linear", False, True, ("a", "w", "bias"), ("w", "bias")),
-}
+    "mm": OpSpec("mm", False, False, ("a", "b"), ("b",), "torch.mm(a, b)"),
+    "addmm": OpSpec("addmm", False, True, ("bias", "a", "b"), ("bias", "b"), "torch.addmm(bias, a, b)"),
+    "bmm": OpSpec("bmm", True, False, ("a", "b"), ("b",), "torch.bmm(a, b)"),
+    "baddbmm": OpSpec("baddbmm", True, True, ("bias", "a", "b"), ("bias", "b"), "torch.baddbmm(bias, a, b)"),
+    "linear": OpSpec("linear", False, True, ("a", "w", "bias"), ("w", "bias"),
+                     "torch.nn.functional.linear(a, w, bias)"),
+    # float8 e4m3 GEMMs with dequantization scales, tensor-wise and row-wise, writing bfloat16.
+    "scaled_mm": OpSpec("scaled_mm", False, False, ("a", "b", "scale_a", "scale_b"), ("b", "scale_b"), _SCALED,
+                        dtypes=(FP8,), layouts=("transposed_b",), align=16),
+    "scaled_mm_rowwise": OpSpec("scaled_mm_rowwise", False, False, ("a", "b", "scale_a", "scale_b"),
+                                ("b", "scale_b"), _SCALED, dtypes=(FP8,), layouts=("transposed_b",), align=16,
+                                rowwise_scales=True),
+}  # fmt: skip
+
+
+def op_takes(op: str, dtype: str, layout: str) -> bool:
+    """Whether (dtype, layout) is valid input for `op` by the op's own contract."""
+    spec = OPS[op]
+    return dtype in spec.dtypes and (spec.layouts is None or layout in spec.layouts)
 
 
 SCALE = -1.5  # a fixed, non-power-of-two scale: exact in every dtype and flips the sign
@@ -111,7 +189,8 @@ def chain_name(steps: tuple[str, ...]) -> str:
 
 
 def output_dtype(dtype: str, steps: tuple[str, ...]) -> str:
-    return CAST_TARGET[dtype] if "cast" in steps else dtype
+    out = gemm_out_dtype(dtype)
+    return CAST_TARGET[out] if "cast" in steps else out
 
 
 def gemm_flops(m: int, n: int, k: int, batch: int) -> int:

@@ -6,7 +6,9 @@ the case's computation in float64:
 
     GEMM    e = lam * eps_acc * sqrt(K) * (|A| @ |B|)   accumulation in fp32 (eps_acc = fp32 eps)
               + eps_in * (|A| @ |B|)                    operands rounded to the math precision (tf32)
+              + eps_mma * (|A| @ |B|)                   float8 tensor cores' narrow accumulator
               + eps_out * |y|                           the product rounded to its storage dtype
+    scaled  y and e times scale_a * scale_b, plus two fp32 roundings of the dequantized value
     step f  e = L_f * e + eps_out * |f(y)|  (+ 4 fp32 ulp for transcendental f)
               L_f is f's Lipschitz constant, so an error already present grows at most that much;
               every intermediate may be rounded once to the dtype it is stored in (eager does that).
@@ -30,7 +32,7 @@ from typing import Any
 import torch
 
 from .cases import CaseInputs, GemmCase
-from .ops import CAST_TARGET, DTYPES, OPS, STEPS
+from .ops import DTYPES, FP8, OPS, STEPS, gemm_out_dtype
 
 LAMBDA_ACC = 4.0
 TRANSCENDENTAL_ULPS = 4.0
@@ -76,9 +78,25 @@ def upcast(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [t.detach().to(torch.float64) for t in inputs]
 
 
+class Float64ScaledMM(torch.overrides.TorchFunctionMode):
+    """Evaluates torch._scaled_mm exactly on float64 operands (torch has no float64 kernel for it):
+    (a @ b) * scale_a * scale_b (* scale_result) + bias, left in float64 whatever out_dtype says."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func is not torch._scaled_mm or args[0].dtype != torch.float64:
+            return func(*args, **kwargs)
+        names = ("a", "b", "scale_a", "scale_b", "bias", "scale_result", "out_dtype", "use_fast_accum")
+        given = {**dict(zip(names, args, strict=False)), **kwargs}
+        y = (given["a"] @ given["b"]) * given["scale_a"].double() * given["scale_b"].double()
+        if given.get("scale_result") is not None:
+            y = y * given["scale_result"].double()
+        return y if given.get("bias") is None else y + given["bias"].double()
+
+
 def reference(fn: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor]) -> torch.Tensor:
     """`fn` evaluated in float64 on the upcast inputs (casts inside `fn` still round, as written)."""
-    with torch.no_grad():
+    with torch.no_grad(), Float64ScaledMM():
         return fn(*upcast(inputs))
 
 
@@ -92,14 +110,20 @@ def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, to
     with torch.no_grad():
         y = torch.matmul(a, b)
         mag = torch.matmul(a.abs(), b.abs())
-        store = case.dtype
-        e = LAMBDA_ACC * _eps("float32") * (k**0.5) * mag + _operand_eps(case.dtype) * mag + _eps(store) * y.abs()
+        store = gemm_out_dtype(case.dtype)
+        acc = LAMBDA_ACC * _eps("float32") * (k**0.5) + ACCUMULATION_EPS.get(case.dtype, 0.0)
+        e = (acc + OPERAND_EPS.get(case.dtype, 0.0)) * mag
+        if spec.scaled:
+            # Dequantization: exact in float64; the kernel's two float32 multiplies round twice.
+            scale = args["scale_a"] * args["scale_b"]
+            y, e = y * scale, e * scale + 2 * _eps("float32") * (y * scale).abs()
+        e = e + _eps(store) * y.abs()
         if spec.has_bias:
             y = y + args["bias"]
             e = e + _eps(store) * y.abs()
         for name in case.steps:
             if name == "cast":
-                store = CAST_TARGET[case.dtype]
+                store = case.out_dtype
                 e = e + _eps(store) * y.abs()
                 continue
             step = STEPS[name]
@@ -111,13 +135,15 @@ def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, to
     return y, e
 
 
-def _tf32() -> bool:
-    return bool(torch.backends.cuda.matmul.allow_tf32) and torch.cuda.is_available()
-
-
-def _operand_eps(dtype: str) -> float:
-    # float32 GEMMs on a GPU with TF32 allowed round operands to 10 mantissa bits.
-    return 2.0**-10 if dtype == "float32" and _tf32() else 0.0
+# Operands rounded to the math precision before the products: TF32 keeps 10 mantissa bits. Triton
+# truncates rather than rounds, so each operand may lose up to 2^-10 relative, and a product 2 * 2^-10.
+OPERAND_EPS = {"tf32": 2 * 2.0**-10}
+# float8 products are exact in float32, but Hopper's FP8 tensor cores add them into an accumulator that
+# keeps about 14 mantissa bits, truncating, until the kernel promotes the partial sum to float32 (every
+# 128 elements of K or fewer in cuBLASLt without fast accumulation and in Inductor's Triton template,
+# which adds each block's tl.dot into a float32 accumulator). At most four truncating 2^-13 steps per
+# promoted block give 4 * 2^-13 relative to the block's sum of |products|.
+ACCUMULATION_EPS = {FP8: 4 * 2.0**-13}
 
 
 def generic_tolerance(ref: torch.Tensor, case_tol: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:

@@ -19,13 +19,14 @@ from typing import Any
 
 from . import cases
 from .ops import DTYPES, OPS, SCALE, STEPS, output_dtype
+from .oracle import Float64ScaledMM
 
 
 def _case_function_source(case: cases.GemmCase) -> str:
     spec = OPS[case.op]
     args_roles, extra_roles = cases.input_roles(case)
     lines = [f"def fn({', '.join(args_roles + extra_roles)}):"]
-    lines.append(f"    y = {spec.function_name}({', '.join(spec.arg_names)})")
+    lines.append(f"    y = {spec.expr}")
     for name in case.steps:
         if name == "cast":
             lines.append(f"    y = y.to(torch.{output_dtype(case.dtype, case.steps)})")
@@ -71,7 +72,7 @@ import sys
 import torch
 import torch._inductor.config as inductor_config
 
-DTYPES = {{{", ".join(f"{k!r}: torch.{k}" for k in DTYPES)}}}
+DTYPES = {{{", ".join(f"{k!r}: {v}" for k, v in DTYPES.items())}}}
 STORAGE_OFFSET = {cases.STORAGE_OFFSET}
 SCALE = {SCALE!r}
 CASE = {dataclasses.asdict(case)!r}
@@ -82,6 +83,8 @@ DEVICE = {backend.device()!r}
 {inspect.getsource(cases._operand_seed)}
 
 {inspect.getsource(cases._make)}
+
+{inspect.getsource(Float64ScaledMM)}
 
 {body}
 
@@ -107,11 +110,14 @@ class Frozen(torch.nn.Module):
         return fn(*[ws[i] if i in ws else next(it) for i in range(len(args))])
 
 
+# float32 GEMMs run as the case says: TF32 for a "tf32" case, IEEE float32 otherwise.
+torch.backends.cuda.matmul.fp32_precision = {"tf32" if case.dtype == "tf32" else "ieee"!r}
 # Patched globally, not passed as torch.compile(options=...): Dynamo itself reads `freezing`.
 with torch.no_grad(), inductor_config.patch(INDUCTOR_OPTIONS):
     compiled = torch.compile(Frozen().eval(), dynamic={dynamic})
     out = compiled(*[a for i, a in enumerate(args) if i not in weights])
-    expected = fn(*[a.to(torch.float64) for a in args])
+    with Float64ScaledMM():
+        expected = fn(*[a.to(torch.float64) for a in args])
 err = (out.to(torch.float64) - expected).abs()
 index, tolerance = {index!r}, {tol!r}
 print("max |error|:", err.nan_to_num(nan=float("inf")).max().item())

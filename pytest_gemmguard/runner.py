@@ -18,7 +18,7 @@ from . import backends, oracle, repro
 from .cases import CaseInputs, CaseSpec, GemmCase, build_inputs, case_function
 from .compile import CallRecord, Compiler, run_checked
 from .errors import CompileTimeout, Unsupported
-from .ops import DTYPES, OPS
+from .ops import DTYPES, OPS, dtype_unsupported, math_precision
 
 UNAVAILABLE_PREFIX = "gemmguard: backend"  # starts the skip reason of a backend that cannot run here
 
@@ -137,10 +137,32 @@ class GemmSession:
         self.tally = Tally()
 
     def check(self, gemm: Gemm, fn: Callable[..., Any] | None) -> CheckResult:
+        reason = dtype_unsupported(gemm.case.dtype, gemm.device)
+        if reason:
+            self.tally.note_unsupported(gemm.backend, reason)
+            raise Unsupported(gemm.backend, reason)
+        backend = backends.get(gemm.backend)
+        # The case's dtype decides the float32 math (TF32 or IEEE) for the compile, the run and eager.
+        with math_precision(gemm.case.dtype):
+            try:
+                return self._check(gemm, fn, backend)
+            except Unsupported as first:
+                # A backend with several routes (cutedsl) tries its next one where the first has no kernel.
+                fallback = backend.fallback
+                if not fallback or not backends.probe(fallback).available:
+                    self.tally.note_unsupported(gemm.backend, first.reason)
+                    raise
+                try:
+                    return self._check(gemm, fn, backends.get(fallback))
+                except Unsupported as second:
+                    reason = f"{first.reason}; {fallback}: {second.reason}"
+                    self.tally.note_unsupported(gemm.backend, reason)
+                    raise Unsupported(gemm.backend, reason) from None
+
+    def _check(self, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend) -> CheckResult:
         import torch
 
         started = time.perf_counter()
-        backend = backends.get(gemm.backend)
         case, inputs = gemm.case, gemm.inputs
         expected, tol = oracle.case_reference(case, inputs)
         if fn is None:
@@ -155,11 +177,7 @@ class GemmSession:
             tol = oracle.generic_tolerance(expected, tol, expected_dtype)
         compiled = self.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
         oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
-        try:
-            out, record = run_checked(compiled, flat)
-        except Unsupported as exc:
-            self.tally.note_unsupported(gemm.backend, exc.reason)
-            raise
+        out, record = run_checked(compiled, flat)
         self.tally.add(gemm.backend, "compile_s", record.compile_s)
         verdict = oracle.compare(out, expected, tol, expected_dtype)
         if not verdict.ok:
@@ -167,9 +185,9 @@ class GemmSession:
             verdict = oracle.Verdict(False, verdict.max_ratio, verdict.max_error, verdict.mismatch, ratio)
             self.tally.add(gemm.backend, "failed")
             path = repro.write(self.options.repro_dir, gemm, fn, backend, verdict, self.compiler.dynamic)
-            raise GemmMismatch(failure_report(gemm, verdict, record, path))
+            raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name))
         self.tally.add(gemm.backend, "verified")
-        if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(gemm.backend)):
+        if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
             self.tally.add(gemm.backend, "fused")
         self.tally.add(gemm.backend, "check_s", time.perf_counter() - started)
         return CheckResult(out, verdict, record)
@@ -280,10 +298,13 @@ def _append_replay_line(exc: BaseException, test_id: str) -> None:
             return
 
 
-def failure_report(gemm: Gemm, verdict: oracle.Verdict, record: CallRecord, repro_path: str | None) -> str:
+def failure_report(
+    gemm: Gemm, verdict: oracle.Verdict, record: CallRecord, repro_path: str | None, route: str = ""
+) -> str:
     case, mm = gemm.case, verdict.mismatch
+    via = f" (route {route})" if route and route != gemm.backend else ""
     lines = [
-        f"gemmguard: {gemm.backend} produced a wrong result",
+        f"gemmguard: {gemm.backend}{via} produced a wrong result",
         f"  case:     {case.describe()}",
         f"            {case!r}",
     ]

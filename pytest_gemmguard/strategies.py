@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from .cases import LAYOUTS, CaseSpec, GemmCase
-from .ops import DTYPES, OPS, STEPS, chain_name
+from .cases import LAYOUTS, CaseSpec, GemmCase, shape_fits, valid_ops
+from .ops import OPS, STEPS, chain_name, default_dtypes, op_takes
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
 
@@ -65,38 +65,52 @@ def gemm_cases(
     shapes: list[tuple[int, ...]] | None = None,
     seed: int = 0,
 ) -> st.SearchStrategy[GemmCase]:
-    """GemmCases for `device`, narrowed like `@gemm_case` (lists of names; None means all)."""
+    """GemmCases for `device`, narrowed like `@gemm_case` (lists of names; None means all).
+
+    Only cases valid by the op's own contract are drawn: float8 goes with the scaled ops (B column-
+    major, N and K multiples of 16); tf32 only where the device has it, unless asked for by name."""
     limits = SizeLimits.for_device(device)
-    ops_ = list(ops or OPS)
+    spec = CaseSpec(
+        ops=tuple(ops) if ops else None, dtypes=tuple(dtypes) if dtypes else None,
+        layouts=tuple(layouts) if layouts else None, shapes=tuple(map(tuple, shapes)) if shapes else None,
+    )  # fmt: skip
+    dtypes_ = list(dtypes or default_dtypes(device))
+    ops_ = valid_ops(spec, dtypes_)
+    layouts_ = list(layouts or LAYOUTS)
     epilogue_st = st.sampled_from(list(epilogues)) if epilogues else epilogue_chains()
-    dtype_st = st.sampled_from(list(dtypes or DTYPES))
-    layout_st = st.sampled_from(list(layouts or LAYOUTS))
 
     @st.composite
     def draw(data) -> GemmCase:
         if shapes:
             shape = data(st.sampled_from(list(shapes)))
-            fitting = [o for o in ops_ if OPS[o].batched == (len(shape) == 4)]
-            op = data(st.sampled_from(fitting or ops_))
+            op = data(st.sampled_from([o for o in ops_ if shape_fits(o, shape)] or ops_))
             batch, m, n, k = shape if len(shape) == 4 else (0, *shape)
             if OPS[op].batched and not batch:
                 batch = 1
         else:
             op = data(st.sampled_from(ops_))
+            align = OPS[op].align
             m, n, k = data(dims(limits.mn)), data(dims(limits.mn)), data(dims(limits.k))
+            n, k = _round_up(n, align), _round_up(k, align)
             batch = data(st.integers(1, limits.batch)) if OPS[op].batched else 0
-        return GemmCase(op, m, n, k, batch, data(dtype_st), data(layout_st), data(epilogue_st), seed)
+        pairs = [(d, lay) for d in dtypes_ for lay in layouts_ if op_takes(op, d, lay)]
+        dtype = data(st.sampled_from(sorted({d for d, _ in pairs}, key=dtypes_.index)))
+        layout = data(st.sampled_from([lay for d, lay in pairs if d == dtype]))
+        return GemmCase(op, m, n, k, batch, dtype, layout, data(epilogue_st), seed)
 
     return draw()
 
 
+def _round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
+
+
 def regime_tour(spec: CaseSpec, device: str, seed: int = 0) -> list[GemmCase]:
     """A handful of explicit cases that together visit every op, dtype, layout, epilogue step and size
-    regime the spec allows. Row i takes the i-th item of each list (cycling), so the tour is as long as
-    the longest list, not their product."""
+    regime the spec allows: about as long as the longest list, not their product."""
     limits = SizeLimits.for_device(device)
-    ops = list(spec.ops or OPS)
-    dtypes = list(spec.dtypes or DTYPES)
+    dtypes = list(spec.dtypes or default_dtypes(device))
+    ops = valid_ops(spec, dtypes)
     layouts = list(spec.layouts or LAYOUTS)
     if spec.epilogues:
         chains = list(spec.epilogues)
@@ -115,11 +129,19 @@ def regime_tour(spec: CaseSpec, device: str, seed: int = 0) -> list[GemmCase]:
             (3, 19, 37, limits.k),  # non-multiples of 8 with the largest K
             (2, 64, 48, 96),  # aligned
         ]
+    # Row i takes the i-th op, chain and size (cycling) and the first dtype and layout not yet visited
+    # that its op takes: rows go on until every item of every list ran (float8 rows can only take the
+    # scaled ops' layout, so another op's row catches the layout they skipped).
     rows = max(len(ops), len(dtypes), len(layouts), len(chains), len(sizes))
-    tour = []
-    for i in range(rows):
+    seen_dtypes: set[str] = set()
+    seen_layouts: set[str] = set()
+    tour: list[GemmCase] = []
+    for i in range(3 * rows):
+        if i >= rows and seen_dtypes >= set(dtypes) and seen_layouts >= set(layouts):
+            break
         op = ops[i % len(ops)]
-        size = sizes[i % len(sizes)]
+        fitting = [s for s in sizes if shape_fits(op, s)] if spec.shapes else sizes
+        size = (fitting or sizes)[i % len(fitting or sizes)]
         if len(size) == 3:
             size = (1, *size)
         batch, m, n, k = size
@@ -127,6 +149,16 @@ def regime_tour(spec: CaseSpec, device: str, seed: int = 0) -> list[GemmCase]:
             batch = 0
         else:
             batch = max(batch, 3) if not spec.shapes else batch  # batches > 2
-        tour.append(GemmCase(op, m, n, k, batch, dtypes[i % len(dtypes)], layouts[i % len(layouts)],
-                             chains[i % len(chains)], seed))  # fmt: skip
+        align = OPS[op].align
+        n, k = _round_up(n, align), _round_up(k, align)
+        dtype = _pick([d for d in dtypes if any(op_takes(op, d, lay) for lay in layouts)], seen_dtypes, i)
+        layout = _pick([lay for lay in layouts if op_takes(op, dtype, lay)], seen_layouts, i)
+        seen_dtypes.add(dtype)
+        seen_layouts.add(layout)
+        tour.append(GemmCase(op, m, n, k, batch, dtype, layout, chains[i % len(chains)], seed))
     return tour
+
+
+def _pick(allowed: list[str], seen: set[str], i: int) -> str:
+    fresh = [x for x in allowed if x not in seen]
+    return fresh[0] if fresh else allowed[i % len(allowed)]

@@ -118,3 +118,85 @@ def test_any_faithful_rounding_passes_and_ten_percent_off_fails(epilogue):
     assert oracle.compare(nearest, expected, tol, dtype).ok
     assert oracle.compare(other, expected, tol, dtype).ok
     assert not oracle.compare((out.double() * 1.1 + 0.1).to(dtype), expected, tol, dtype).ok
+
+
+# ---------------------------------------------------------------- float8 and tf32
+
+
+def _tf32_truncate(x):
+    """What TF32 tensor cores read of a float32 operand, at worst: the low 13 mantissa bits dropped."""
+    return (x.contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+@pytest.mark.parametrize("k", [7, 256, 4096])
+def test_a_tf32_kernel_that_truncates_its_operands_passes(k):
+    """Loose enough: the worst legitimate TF32 kernel (truncating, not rounding) stays inside."""
+    case = GemmCase("mm", 24, 40, k, dtype="tf32")
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    a, b = inputs.args
+    verdict = oracle.compare(_tf32_truncate(a) @ _tf32_truncate(b), expected, tol, torch.float32)
+    assert verdict.ok and verdict.max_ratio < 0.7, verdict.summary()
+
+
+def test_tf32_math_in_a_float32_case_is_caught():
+    """Why a float32 case runs with TF32 switched off: TF32 arithmetic fails the float32 bound."""
+    case = GemmCase("mm", 24, 40, 256, dtype="float32")
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    a, b = inputs.args
+    assert not oracle.compare(_tf32_truncate(a) @ _tf32_truncate(b), expected, tol, torch.float32).ok
+
+
+def test_a_tf32_kernel_that_drops_a_slice_of_k_is_caught():
+    case = GemmCase("mm", 24, 40, 256, dtype="tf32")
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    a, b = inputs.args
+    assert not oracle.compare(a[:, :-8] @ b[:-8], expected, tol, torch.float32).ok
+
+
+def _narrow_accumulator_scaled_mm(a, b, scale_a, scale_b, block=128, step=32):
+    """A faithful model of the least precise correct Hopper FP8 GEMM: within each block of K the
+    running sum is truncated to 14 mantissa bits after every 32-wide MMA, then added to float32."""
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
+    for start in range(0, a.shape[1], block):
+        part = torch.zeros_like(acc)
+        for s in range(start, min(start + block, a.shape[1]), step):
+            part = part + a[:, s : s + step].float() @ b[s : s + step].float()
+            part = (part.view(torch.int32) & ~0x1FF).view(torch.float32)  # keep 14 of 23 bits
+        acc = acc + part
+    return (acc * scale_a * scale_b).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("op", ["scaled_mm", "scaled_mm_rowwise"])
+@pytest.mark.parametrize("k", [32, 4096])
+def test_float8_eager_and_a_narrow_accumulator_pass(op, k):
+    case = GemmCase(op, 48, 64, k, dtype="float8_e4m3fn", layout="transposed_b")
+    inputs, expected, tol, out = _eager(case)
+    assert oracle.compare(out, expected, tol, torch.bfloat16).max_ratio < 0.5
+    narrow = _narrow_accumulator_scaled_mm(*inputs.args)
+    assert oracle.compare(narrow, expected, tol, torch.bfloat16).ok
+
+
+@pytest.mark.parametrize("k", [32, 4096])
+def test_float8_defects_are_caught(k):
+    """Tight enough: a scale dropped, row scales applied to the wrong rows, or a slice of K lost."""
+    case = GemmCase("scaled_mm_rowwise", 48, 64, k, dtype="float8_e4m3fn", layout="transposed_b")
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    a, b, sa, sb = inputs.args
+    bf16 = torch.bfloat16
+    no_scale_b = torch._scaled_mm(a, b, sa, torch.ones_like(sb), out_dtype=bf16)
+    flipped_rows = torch._scaled_mm(a, b, sa.flip(0), sb, out_dtype=bf16)
+    lost_tail = torch._scaled_mm(a[:, :-16].contiguous(), b[:-16], sa, sb, out_dtype=bf16)
+    for wrong in (no_scale_b, flipped_rows, lost_tail):
+        assert not oracle.compare(wrong, expected, tol, bf16).ok
+
+
+def test_the_float64_reference_evaluates_scaled_mm_exactly():
+    case = GemmCase("scaled_mm", 8, 16, 32, dtype="float8_e4m3fn", layout="transposed_b")
+    inputs = build_inputs(case, "cpu")
+    a, b, sa, sb = (t.double() for t in inputs.args)
+    got = oracle.reference(lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16), inputs.args)
+    assert got.dtype == torch.float64 and torch.equal(got, (a @ b) * sa * sb)

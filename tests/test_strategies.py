@@ -1,10 +1,11 @@
 """The case space: every regime is reached within the default budget; failures shrink small."""
 
+import pytest
 import torch
 from hypothesis import find, given, settings
 
 from pytest_gemmguard.cases import LAYOUTS, CaseSpec, GemmCase, build_inputs
-from pytest_gemmguard.ops import DTYPES, OPS, STEPS
+from pytest_gemmguard.ops import OPS, STEPS, default_dtypes, op_takes
 from pytest_gemmguard.runner import Options
 from pytest_gemmguard.strategies import PRIMES, gemm_cases, regime_tour
 
@@ -28,16 +29,37 @@ def _regimes(cases):
     return seen
 
 
-EVERY_REGIME = (
-    {f"op:{o}" for o in OPS} | {f"dtype:{d}" for d in DTYPES} | {f"layout:{lay}" for lay in LAYOUTS}
-    | {f"step:{s}" for s in STEPS} | {"M=1", "prime", "not-multiple-of-8", "power-of-two+1", "batch>2"}
-)  # fmt: skip
+def every_regime(device="cpu"):
+    return (
+        {f"op:{o}" for o in OPS} | {f"dtype:{d}" for d in default_dtypes(device)}
+        | {f"layout:{lay}" for lay in LAYOUTS} | {f"step:{s}" for s in STEPS}
+        | {"M=1", "prime", "not-multiple-of-8", "power-of-two+1", "batch>2"}
+    )  # fmt: skip
 
 
-def test_the_regime_tour_covers_every_regime_within_the_default_budget():
-    tour = regime_tour(CaseSpec(), "cpu")
-    assert len(tour) < Options().default_examples["cpu"]
-    assert _regimes(tour) >= EVERY_REGIME, EVERY_REGIME - _regimes(tour)
+EVERY_REGIME = every_regime("cpu")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_the_regime_tour_covers_every_regime_within_the_default_budget(device):
+    tour = regime_tour(CaseSpec(), device)
+    assert len(tour) < Options().default_examples[device]
+    assert _regimes(tour) >= every_regime(device), every_regime(device) - _regimes(tour)
+    assert all(op_takes(c.op, c.dtype, c.layout) for c in tour)
+
+
+@settings(max_examples=200, database=None, deadline=None)
+@given(gemm_cases("cuda"))
+def test_drawn_cases_keep_each_ops_contract(case):
+    """float8 only with the scaled ops, B column-major, N and K multiples of 16; tf32 on the GPU."""
+    assert op_takes(case.op, case.dtype, case.layout)
+    if OPS[case.op].scaled:
+        assert case.dtype == "float8_e4m3fn" and case.n % 16 == 0 and case.k % 16 == 0
+    a, b, *scales = build_inputs(case, "cpu").args if OPS[case.op].scaled else (None, None)
+    if scales:
+        assert a.dtype == torch.float8_e4m3fn and b.stride(0) == 1 and all((s > 0).all() for s in scales)
+        shapes = [(case.m, 1), (1, case.n)] if OPS[case.op].rowwise_scales else [(), ()]
+        assert [tuple(s.shape) for s in scales] == shapes
 
 
 def test_the_tour_respects_a_narrowed_spec():

@@ -48,8 +48,9 @@ def test_all_reports_unusable_backends_as_skipped_with_their_reason(pytester):
     out = result.stdout.str()
     # The header's capability matrix says why each GPU backend cannot run on this machine.
     assert "triton   unavailable:" in out and "fix:" in out
-    result.assert_outcomes(skipped=3)
+    result.assert_outcomes(skipped=4)  # triton, cutlass, cutedsl, cutedsl[quack]
     assert "gemmguard: backend triton unavailable" in out
+    assert "gemmguard: backend cutedsl[quack] unavailable" in out
 
 
 @pytest.mark.parametrize(
@@ -58,6 +59,8 @@ def test_all_reports_unusable_backends_as_skipped_with_their_reason(pytester):
         ({"ops": ["mm", "gemv"]}, "@gemm_case(ops=...): unknown value 'gemv'; valid: mm, addmm, bmm, baddbmm, linear"),
         ({"dtypes": ["float8"]}, "@gemm_case(dtypes=...): unknown value 'float8'"),
         ({"layouts": []}, "@gemm_case(layouts=[]): the list is empty"),
+        ({"ops": ["mm"], "dtypes": ["float8_e4m3fn"]}, "@gemm_case: no op takes these dtypes and layouts together"),
+        ({"ops": ["scaled_mm"], "layouts": ["contiguous"]}, "@gemm_case: no op takes these dtypes and layouts"),
         ({"epilogues": ["bias+swish"]}, "unknown epilogue step 'swish'"),
         ({"shapes": [(4, -1, 8)]}, "has a size <= 0"),
         ({"shapes": [(4, 8)]}, "is not (M, N, K) or (B, M, N, K)"),
