@@ -247,6 +247,9 @@ def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, Cal
         timeout = next((e for e in chain if isinstance(e, CompileTimeout)), None)
         if timeout is not None:
             raise timeout from None
+        refused = next((e for e in chain if isinstance(e, Unsupported)), None)
+        if refused is not None:  # a route's kernel refused the operands at run time
+            raise Unsupported(compiled.backend.name, refused.reason) from None
         if any(type(e).__name__ == "NoValidChoicesError" for e in chain) or "NoValidChoicesError" in str(exc):
             raise Unsupported(compiled.backend.name, "Inductor found no valid choice (NoValidChoicesError)") from None
         raise

@@ -24,6 +24,8 @@ VENDOR_LINEAR = re.compile(r"torch\.ops\.(mkldnn|mkl|onednn)\.(\w+)(?:\.\w+)?\("
 _DEF = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.M)
 _EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
 _ATEN_OP = re.compile(r"torch\.ops\.aten\.(\w+)(?:\.\w+)?\(")
+# gemmguard's own custom ops (a route that swaps a GEMM for a kernel of its choosing).
+_CUSTOM_OP = re.compile(r"torch\.ops\.gemmguard\.(\w+)(?:\.\w+)?\(")
 _SUBGRAPH_FN = re.compile(r"^def \w+\(args\):$", re.M)
 # A kernel whose name says it computes a GEMM node, whether or not it is a GEMM kernel.
 _GEMM_NAME = re.compile(r"_(mm|addmm|bmm|baddbmm|_scaled_mm|linear)(_|$)")
@@ -82,6 +84,8 @@ def parse_launches(code: str) -> tuple[KernelLaunch, ...]:
             launches.append(KernelLaunch(m.group(1), "extern"))
         for m in _ATEN_OP.finditer(stripped):
             launches.append(KernelLaunch(m.group(1), "extern"))
+        for m in _CUSTOM_OP.finditer(stripped):
+            launches.append(KernelLaunch(m.group(1), "custom"))
         for m in VENDOR_LINEAR.finditer(stripped):
             launches.append(KernelLaunch(f"{m.group(1)}.{m.group(2)}", "vendor"))
         for name in re.findall(r"\b(\w+)(?:\.run)?\(", stripped):
@@ -108,7 +112,7 @@ def attribute(
         owner = next((name for name, claims in claimers.items() if claims(launch)), None)
         if owner is not None:
             owners.append((launch.name, owner))
-        elif launch.mentions_gemm and launch.kind == "extern":
+        elif launch.kind == "custom" or (launch.mentions_gemm and launch.kind == "extern"):
             owners.append((launch.name, "?"))
     return tuple(owners)
 

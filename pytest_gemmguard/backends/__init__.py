@@ -9,14 +9,15 @@ from importlib.metadata import entry_points
 
 from .base import Backend, Probe
 
-BUILTIN = ("aten", "triton", "cutlass", "cutedsl", "cpp")
+BUILTIN = ("aten", "triton", "cutlass", "cutedsl", "cutedsl_quack", "cpp")  # modules, each with a BACKEND
 _REGISTRY: dict[str, Backend] = {}
 
 
 def _load() -> dict[str, Backend]:
     if not _REGISTRY:
-        for name in BUILTIN:
-            _REGISTRY[name] = importlib.import_module(f"{__name__}.{name}").BACKEND
+        for module in BUILTIN:
+            backend = importlib.import_module(f"{__name__}.{module}").BACKEND
+            _REGISTRY[backend.name] = backend
         for ep in entry_points(group="gemmguard.backends"):
             backend = ep.load()
             _REGISTRY.setdefault(backend.name, backend)

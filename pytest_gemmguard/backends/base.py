@@ -33,6 +33,8 @@ class Backend:
     # Inductor's CPP GEMM template only fires for a constant second operand: such backends compile
     # cases with the op's weight operands frozen into the graph (nn.Linear style, under no_grad).
     freezes_weights: bool = False
+    # Another registered backend to try, case by case, where this one runs no kernel of its own.
+    fallback: str | None = None
 
     def probe(self) -> Probe:
         raise NotImplementedError

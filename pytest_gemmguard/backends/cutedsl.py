@@ -9,8 +9,11 @@ Routes, in the order the probe tries them:
   package, which has no wheel (it installs from the `python/cutlass_api` folder of NVIDIA/cutlass). On
   SM90 with torch 2.11 only its SM80 tensor-op GEMM qualifies: fp16/bf16, no epilogue fusion.
 
+* `quack` (backends/cutedsl_quack.py): where Inductor has no CuteDSL GEMM for a case, the runner tries
+  gemmguard's own route, which swaps the GEMM for quack's CuteDSL kernel inside Inductor's graph.
+
 The probe's detail names the route; `describe_kernel` names the CuteDSL kernel class that ran, so a
-result reads as cutedsl[nvgemm] with the kernel behind it.
+result reads as cutedsl[nvgemm] or cutedsl[quack] with the kernel behind it.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ def _version(dist: str) -> str:
 class CuteDslBackend(Backend):
     name = "cutedsl"
     inductor_name = "NVGEMM"
-    summary = "CuteDSL GEMMs: Inductor NVGEMM, or Inductor CUTEDSL on Blackwell"
+    summary = "CuteDSL GEMMs: Inductor NVGEMM (CUTEDSL on Blackwell), else gemmguard's quack route"
     route = "nvgemm"
+    fallback = "cutedsl[quack]"
 
     def probe(self) -> Probe:
         problem = cuda_probe((8, 0)) or missing_module("cutlass", "nvidia-cutlass-dsl")

@@ -1,0 +1,155 @@
+"""cutedsl[quack]: gemmguard's own CuteDSL route, for GEMMs Inductor has no CuteDSL kernel for.
+
+Inductor compiles the graph as usual; one post-grad graph pass swaps each GEMM node that quack's
+CuteDSL GEMM can take (fp16/bf16 mm, addmm with a vector bias, bmm; 16-byte aligned operands with one
+unit stride, N a multiple of 8) for the custom op `gemmguard::cutedsl_quack_gemm`, which calls
+`quack.gemm_interface.gemm` at run time. Everything around the GEMM (epilogues, casts, copies) stays
+Inductor's. A GEMM the pass leaves alone falls to ATen, which provenance reports as another backend's
+kernel: the case is unsupported by this route, never silently passed.
+
+The `cutedsl` backend turns to this route, case by case, when Inductor's own CuteDSL backend (NVGEMM)
+has no valid choice; `--gemm-backends=cutedsl[quack]` asks for it alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import Unsupported
+from ..provenance import KernelLaunch
+from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
+
+OP_NAME = "cutedsl_quack_gemm"
+_kernel: Callable[..., Any] | None = None  # the implementation behind the custom op (quack, or a test's plant)
+
+
+def _quack_gemm(a, b, bias):
+    from quack.gemm_interface import gemm
+
+    # tuned=False: quack's heuristic config, so a first call costs one JIT compile, not an autotune sweep.
+    return gemm(a, b, bias=bias, tuned=False)
+
+
+def set_kernel(kernel: Callable[..., Any] | None) -> None:
+    """Replace what the custom op runs (tests plant a wrong kernel here to prove the guard catches it)."""
+    global _kernel
+    _kernel = kernel
+
+
+def _define_op() -> None:
+    import torch
+
+    if hasattr(torch.ops.gemmguard, OP_NAME):
+        return
+
+    schema = "(Tensor a, Tensor b, Tensor? bias) -> Tensor"
+
+    @torch.library.custom_op(f"gemmguard::{OP_NAME}", mutates_args=(), schema=schema)
+    def cutedsl_quack_gemm(a, b, bias):
+        # The graph pass judged FakeTensors, which do not always carry a graph input's storage offset:
+        # check the real operands against quack's contract before handing them over.
+        for name, t in (("A", a), ("B", b), ("bias", bias)):
+            if t is not None and not _aligned(t):
+                why = f"operand {name} is not 16-byte aligned with a unit stride (strides {t.stride()}, "
+                raise Unsupported(BACKEND.name, why + f"storage offset {t.storage_offset()}): quack cannot take it")
+        return (_kernel or _quack_gemm)(a, b, bias)
+
+    @cutedsl_quack_gemm.register_fake
+    def _(a, b, bias):
+        return a.new_empty((*a.shape[:-1], b.shape[-1]))
+
+
+def _aligned(t, elements: int = 8) -> bool:
+    """16-byte aligned for a 16-bit dtype: one of the last two strides is 1, every other stride and the
+    storage offset are multiples of 8 elements (quack compiles its kernels assuming exactly this)."""
+    sizes, strides = list(t.shape), list(t.stride())
+    if not all(isinstance(x, int) for x in [*sizes, *strides, t.storage_offset()]):
+        return False  # symbolic sizes (dynamic=True): decide nothing we cannot prove
+    if 1 not in strides[-2:]:
+        return False
+    unit = strides.index(1, len(strides) - 2)
+    others = [s for i, s in enumerate(strides) if i != unit]
+    return t.storage_offset() % elements == 0 and all(s % elements == 0 for s in others)
+
+
+def takes(a, b, bias, out) -> bool:
+    """Whether quack's SM90 GEMM can run this GEMM as it stands (FakeTensors of the graph's values)."""
+    import torch
+
+    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype or out.dtype != a.dtype:
+        return False
+    if bias is not None and (bias.dim() != 1 or bias.dtype != a.dtype or not _aligned(bias)):
+        return False
+    n = out.shape[-1]
+    return isinstance(n, int) and n % 8 == 0 and _aligned(a) and _aligned(b)
+
+
+def _swap_pass():
+    import torch
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    aten = torch.ops.aten
+
+    class SwapInQuack(CustomGraphPass):
+        """Post-grad pass: each GEMM node quack can take becomes a call of the CuteDSL custom op."""
+
+        def __call__(self, graph) -> None:
+            _define_op()
+            op = getattr(torch.ops.gemmguard, OP_NAME).default
+            for node in list(graph.nodes):
+                if node.target in (aten.mm.default, aten.bmm.default):
+                    (a, b), bias = node.args[:2], None
+                elif node.target is aten.addmm.default and node.kwargs.get("beta", 1) == 1 == node.kwargs.get(
+                    "alpha", 1
+                ):
+                    bias, a, b = node.args[:3]
+                else:
+                    continue
+                metas = [x.meta.get("val") if x is not None else None for x in (a, b, bias)]
+                if any(m is None for m in metas[:2]) or not takes(*metas, node.meta["val"]):
+                    continue
+                with graph.inserting_before(node):
+                    swapped = graph.call_function(op, (a, b, bias))
+                swapped.meta.update(node.meta)
+                node.replace_all_uses_with(swapped)
+                graph.erase_node(node)
+
+        def uuid(self) -> str:
+            return "gemmguard-cutedsl-quack-swap-v1"
+
+    return SwapInQuack()
+
+
+class CuteDslQuackBackend(Backend):
+    name = "cutedsl[quack]"
+    # GEMMs the pass leaves alone go to ATen: provenance then names them as another backend's kernel.
+    inductor_name = "ATEN"
+    summary = "CuteDSL GEMM from quack-kernels, swapped into Inductor's graph by a gemmguard pass"
+    route = "quack"
+
+    def probe(self) -> Probe:
+        problem = (
+            cuda_probe((9, 0))
+            or missing_module("cutlass", "nvidia-cutlass-dsl")
+            or missing_module("quack", "quack-kernels")
+        )
+        if problem:
+            return problem
+        from importlib.metadata import version
+
+        _define_op()
+        return Probe(True, detail=f"{gpu_detail()}, quack-kernels {version('quack-kernels')}, route cutedsl[quack]")
+
+    def inductor_options(self) -> dict[str, Any]:
+        _define_op()
+        return {**super().inductor_options(), "post_grad_custom_post_pass": _swap_pass()}
+
+    def claims(self, launch: KernelLaunch) -> bool:
+        return launch.kind == "custom" and launch.name == OP_NAME
+
+    def describe_kernel(self, launch: KernelLaunch) -> str:
+        return f"{launch.name} (cutedsl[quack])" if self.claims(launch) else launch.name
+
+
+BACKEND = CuteDslQuackBackend()

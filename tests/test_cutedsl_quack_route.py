@@ -1,0 +1,114 @@
+"""The cutedsl[quack] route's wiring, proven on the CPU with real Inductor compiles.
+
+The route's graph pass swaps GEMM nodes for gemmguard's custom op; here the op runs a planted wrong
+kernel (quack itself needs an SM90 GPU: tests/gpu runs the real one), so these tests show that what
+the route runs is what gets judged, that GEMMs it cannot take end as unsupported, and that a backend's
+per-case fallback to the route is judged and named as the route.
+"""
+
+import pytest
+import torch
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends import cutedsl_quack
+from pytest_gemmguard.backends.base import Probe
+from pytest_gemmguard.backends.cpp import CppBackend
+from pytest_gemmguard.cases import GemmCase
+from pytest_gemmguard.compile import Compiler
+from pytest_gemmguard.errors import Unsupported
+from pytest_gemmguard.runner import Gemm, GemmMismatch, GemmSession, Options
+
+ROUTE = "cpu-quack-route"
+PRIMARY = "cpu-cpp-then-quack"
+
+
+class CpuRoute(cutedsl_quack.CuteDslQuackBackend):
+    name = ROUTE
+
+    def device(self) -> str:
+        return "cpu"
+
+    def probe(self) -> Probe:
+        return Probe(True)
+
+
+class CppThenRoute(CppBackend):
+    name = PRIMARY
+    fallback = ROUTE
+
+
+for backend in (CpuRoute(), CppThenRoute()):
+    if backend.name not in backends.names():
+        backends.register(backend)
+
+
+def _five_percent_high(a, b, bias):
+    """The planted defect: every output 5% too large."""
+    y = a.float() @ b.float() * 1.05
+    return (y if bias is None else y + bias.float()).to(a.dtype)
+
+
+@pytest.fixture
+def session(tmp_path):
+    cutedsl_quack.set_kernel(_five_percent_high)
+    yield GemmSession(Compiler(), Options(repro_dir=str(tmp_path)))
+    cutedsl_quack.set_kernel(None)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        GemmCase("mm", 16, 32, 64, dtype="bfloat16"),
+        GemmCase("addmm", 16, 24, 64, dtype="float16", epilogue="relu"),
+        GemmCase("linear", 8, 16, 32, dtype="bfloat16", layout="transposed_a"),
+        GemmCase("bmm", 8, 16, 32, 2, dtype="bfloat16"),
+    ],
+    ids=lambda c: c.describe(),
+)
+def test_the_swapped_in_kernel_is_what_gets_judged(session, case):
+    with pytest.raises(GemmMismatch) as info:
+        Gemm(case, ROUTE, session).check()
+    assert "cutedsl_quack_gemm (cpu-quack-route)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "case, why",
+    [
+        (GemmCase("mm", 16, 33, 64, dtype="bfloat16"), "N not a multiple of 8"),
+        (GemmCase("mm", 16, 32, 64, dtype="float32"), "float32"),
+        (GemmCase("mm", 16, 32, 64, dtype="bfloat16", layout="offset"), "not 16-byte aligned"),
+        (GemmCase("mm", 16, 32, 64, dtype="bfloat16", layout="noncontiguous"), "no unit stride"),
+        (GemmCase("baddbmm", 8, 16, 32, 2, dtype="bfloat16"), "baddbmm"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_gemms_the_route_cannot_take_are_unsupported(session, case, why):
+    with pytest.raises(Unsupported) as info:
+        Gemm(case, ROUTE, session).check()
+    # Refused by the graph pass (the GEMM fell to ATen) or, for what FakeTensors do not show (a graph
+    # input's storage offset), by the custom op's own check of the real operands.
+    reason = info.value.reason
+    assert "another backend's GEMM kernel" in reason or "quack cannot take it" in reason, reason
+
+
+def test_a_backend_falls_back_to_the_route_case_by_case_and_names_it(session):
+    # CPP has no kernel for a bmm with both operands transposed; the fallback route runs it.
+    case = GemmCase("bmm", 8, 16, 32, 2, dtype="bfloat16", layout="transposed_ab")
+    with pytest.raises(GemmMismatch) as info:
+        Gemm(case, PRIMARY, session).check()
+    assert f"{PRIMARY} (route {ROUTE}) produced a wrong result" in str(info.value)
+    # Where neither route has a kernel, the reason names both.
+    with pytest.raises(Unsupported) as info:
+        Gemm(GemmCase("bmm", 8, 17, 32, 2, dtype="bfloat16", layout="transposed_ab"), PRIMARY, session).check()
+    assert f"; {ROUTE}: " in info.value.reason
+    assert session.tally.counts[(PRIMARY, "unsupported")] == 1
+
+
+def test_the_custom_op_traces_with_fake_tensors():
+    cutedsl_quack._define_op()
+    op = torch.ops.gemmguard.cutedsl_quack_gemm
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        out = op(torch.empty(3, 4, 8, dtype=torch.bfloat16), torch.empty(3, 8, 16, dtype=torch.bfloat16), None)
+    assert out.shape == (3, 4, 16) and out.dtype == torch.bfloat16
