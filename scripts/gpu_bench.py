@@ -19,9 +19,10 @@ import traceback
 CASES = [
     ("mm", 4096, 4096, 4096, "bfloat16", "none"),
     ("addmm", 4096, 4096, 4096, "bfloat16", "relu"),
+    ("scaled_mm", 4096, 4096, 4096, "float8_e4m3fn", "none"),
 ]
-# nvcc builds are slow: only the plain mm for cutlass.
-SKIP = {("cutlass", "addmm")}
+# nvcc builds are slow: only the plain mm for cutlass. NVGEMM and quack have no float8 route here.
+SKIP = {("cutlass", "addmm"), ("cutlass", "scaled_mm"), ("cutedsl", "scaled_mm"), ("cutedsl[quack]", "scaled_mm")}
 
 
 def bench_one(backend_name: str, case_row) -> dict:
@@ -34,7 +35,8 @@ def bench_one(backend_name: str, case_row) -> dict:
     from pytest_gemmguard.ops import DTYPES
 
     op, m, n, k, dtype, epilogue = case_row
-    case = GemmCase(op, m, n, k, dtype=dtype, epilogue=epilogue, seed=1)
+    layout = "transposed_b" if op.startswith("scaled") else "contiguous"
+    case = GemmCase(op, m, n, k, dtype=dtype, layout=layout, epilogue=epilogue, seed=1)
     row: dict = {"backend": backend_name, "case": case.describe(), "m": m, "n": n, "k": k}
     backend = backends.get(backend_name)
     probe = backends.probe(backend_name)

@@ -16,7 +16,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
-ORDER = ["aten", "triton", "cutlass", "cutedsl"]
+ORDER = ["aten", "triton", "cutlass", "cutedsl", "cutedsl[quack]"]
 
 
 def _jsonl(path: str) -> list[dict]:
@@ -84,16 +84,18 @@ def main() -> None:
         if os.path.exists(os.path.join(d, "env.json")):
             envs.append(json.load(open(os.path.join(d, "env.json"))))
         for path in sorted(glob.glob(os.path.join(d, "junit-*.xml"))):
-            b = re.sub(r"^junit-|\.xml$", "", os.path.basename(path))
+            f = re.sub(r"^junit-|\.xml$", "", os.path.basename(path))  # file-safe name (cutedsl-quack)
+            rc_path = os.path.join(d, f"pytest-{f}.rc.json")
+            rc = json.load(open(rc_path)) if os.path.exists(rc_path) else {}
+            b = rc.get("backend", f)  # the backend's own name (cutedsl[quack])
+            if rc:
+                rcs[b] = rc
             try:
                 counts[b], failures[b] = junit_counts(path)
             except ET.ParseError as exc:
                 counts[b], failures[b] = Counter(), [f"junit unreadable: {exc}"]
-            plugin_rows[b] = results_row(os.path.join(d, f"pytest-{b}.log"), b)
-            rc_path = os.path.join(d, f"pytest-{b}.rc.json")
-            if os.path.exists(rc_path):
-                rcs[b] = json.load(open(rc_path))
-            logs[b] = _jsonl(os.path.join(d, f"gpu-log-{b}.jsonl"))
+            plugin_rows[b] = results_row(os.path.join(d, f"pytest-{f}.log"), b)
+            logs[b] = _jsonl(os.path.join(d, f"gpu-log-{f}.jsonl"))
         bench += _jsonl(os.path.join(d, "bench.jsonl"))
     names = [b for b in ORDER if b in counts] + [b for b in counts if b not in ORDER]
     env = envs[-1] if envs else {}

@@ -90,24 +90,28 @@ EOF
 # ---- pytest, one process per backend, in parallel
 IFS=, read -r -a names <<<"$backends"
 pids=()
+# File names: cutedsl[quack] -> cutedsl-quack (brackets are not safe in every place results travel).
+safe() { echo "$1" | sed 's/\[/-/g; s/\]//g'; }
 for b in "${names[@]}"; do
+  f=$(safe "$b")
   (
     start=$(date +%s)
     n=$examples
     [ "$b" = cutlass ] && n=$examples_cutlass
-    GEMMGUARD_GPU_LOG=$results/gpu-log-$b.jsonl timeout -s INT -k 30 "$pytest_timeout" \
+    GEMMGUARD_GPU_LOG=$results/gpu-log-$f.jsonl timeout -s INT -k 30 "$pytest_timeout" \
       python3 -m pytest "${plugin[@]}" examples tests/gpu -p no:cacheprovider -q -rs \
       --gemm-backends="$b" --gemm-max-examples="$n" --gemm-seed=20261129 \
-      --gemm-cache-dir="/tmp/gg-cache-$b" --gemm-compile-timeout=240 \
-      --junitxml="$results/junit-$b.xml" >"$results/pytest-$b.log" 2>&1
-    echo "{\"backend\": \"$b\", \"rc\": $?, \"wall_s\": $(($(date +%s) - start))}" >"$results/pytest-$b.rc.json"
+      --gemm-cache-dir="/tmp/gg-cache-$f" --gemm-compile-timeout=240 \
+      --junitxml="$results/junit-$f.xml" >"$results/pytest-$f.log" 2>&1
+    echo "{\"backend\": \"$b\", \"rc\": $?, \"wall_s\": $(($(date +%s) - start))}" >"$results/pytest-$f.rc.json"
   ) &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
 for b in "${names[@]}"; do
-  echo "== pytest $b: $(cat "$results/pytest-$b.rc.json")"
-  grep -E "passed|failed|error" "$results/pytest-$b.log" | tail -1
+  f=$(safe "$b")
+  echo "== pytest $b: $(cat "$results/pytest-$f.rc.json")"
+  grep -E "passed|failed|error" "$results/pytest-$f.log" | tail -1
 done
 
 # ---- bench, serially
@@ -119,6 +123,6 @@ echo "== bench rc $?"
 mkdir -p "$(dirname "$doc")"
 python3 scripts/gpu_report.py --doc "$doc" "${merge[@]}" "$results"
 if [ -n "${OUT:-}" ]; then
-  tar -czf "$OUT/results-$(echo "$backends" | tr , -).tar.gz" -C "$(dirname "$results")" "$(basename "$results")"
+  tar -czf "$OUT/results-$(safe "$backends" | tr , -).tar.gz" -C "$(dirname "$results")" "$(basename "$results")"
   cp "$doc" "$OUT/"
 fi

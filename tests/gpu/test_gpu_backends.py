@@ -17,7 +17,7 @@ from pytest_gemmguard.cases import build_inputs, case_function
 from pytest_gemmguard.compile import Compiler, run_checked
 from pytest_gemmguard.ops import DTYPES
 
-GPU_BACKENDS = ("aten", "triton", "cutlass", "cutedsl")
+GPU_BACKENDS = ("aten", "triton", "cutlass", "cutedsl", "cutedsl[quack]")
 
 
 def _gpu_backend(name: str) -> None:
