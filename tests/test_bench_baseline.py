@@ -58,3 +58,18 @@ def test_fingerprint_names_the_machine_and_versions():
     fp = baseline.fingerprint("cpu")
     assert {"cpu", "torch", "triton", "cutlass_dsl", "python", "machine"} <= set(fp)
     json.dumps(fp)
+
+
+def test_version_1_baselines_are_read_and_merged_other_versions_refused_in_one_line(tmp_path):
+    path = tmp_path / "base.json"
+    old = {"format": "gemmguard-baseline", "version": 1, "fingerprint": HERE, "entries": {"old": ENTRY}}
+    path.write_text(json.dumps(old))
+    assert baseline.load(str(path), HERE).entries == {"old": ENTRY}  # one cold compile each: threshold only
+    assert baseline.save(str(path), HERE, {"new": {**ENTRY, "cold_compile_samples": [1.0] * 5}}) == 2
+    doc = json.loads(path.read_text())
+    assert doc["version"] == baseline.VERSION == 2 and set(doc["entries"]) == {"old", "new"}
+    future = tmp_path / "future.json"
+    future.write_text(json.dumps({**old, "version": 3}))
+    with pytest.raises(BaselineError) as info:
+        baseline.load(str(future), HERE)
+    assert "\n" not in str(info.value) and "has version 3; this gemmguard reads versions 1, 2" in str(info.value)

@@ -2,8 +2,13 @@
 
 A baseline file is one JSON object (never pickle: a baseline is data anyone can read and diff):
 
-    {"format": "gemmguard-baseline", "version": 1, "fingerprint": {...}, "updated": "...",
+    {"format": "gemmguard-baseline", "version": 2, "fingerprint": {...}, "updated": "...",
      "entries": {"<test id> | <case>": {<Measurement.as_dict()>}, ...}}
+
+Version 2 adds every cold compile sample to an entry (`cold_compile_samples`, `warm_compile_samples`; one
+fresh process each, see --gemm-compile-samples). Version 1 files are still read, and merged into when
+saving: their entries have one cold compile (`cold_compile_s`), which counts as a single sample, so their
+compile verdicts are threshold only until the baseline is recorded again. Any other version is refused.
 
 Numbers from another GPU, CPU, driver or library version say nothing about this one, so `load` refuses a
 baseline whose fingerprint differs (one line naming what differs) unless forced. A missing file is not
@@ -24,7 +29,8 @@ from importlib import metadata
 from typing import Any
 
 FORMAT = "gemmguard-baseline"
-VERSION = 1
+VERSION = 2  # written
+READABLE = (1, 2)  # read: version 1 entries lack only the compile samples
 
 
 class BaselineError(Exception):
@@ -123,9 +129,10 @@ def read(path: str) -> dict | None:
             f"gemmguard: {path} is not a gemmguard baseline (no format={FORMAT!r} with entries); "
             "fix or delete it, it will not be overwritten"
         )
-    if doc.get("version") != VERSION:
+    if doc.get("version") not in READABLE:
         raise BaselineError(
-            f"gemmguard: baseline {path} has version {doc.get('version')!r}; this gemmguard reads {VERSION}"
+            f"gemmguard: baseline {path} has version {doc.get('version')!r}; this gemmguard reads versions "
+            f"{', '.join(map(str, READABLE))} (record it again, or use the gemmguard that wrote it)"
         )
     if not isinstance(doc.get("fingerprint"), dict):
         raise BaselineError(f"gemmguard: baseline {path} has no fingerprint; fix or delete it")

@@ -20,7 +20,7 @@ class Budget:
     runtime_ms: float | None = None  # median runtime
     runtime_regression: float = 0.05  # allowed slowdown against the baseline (ratio of medians - 1)
     compile_regression: float = 0.20
-    alpha: float = 0.01  # significance level of the runtime regression test (the false-alarm rate)
+    alpha: float = 0.01  # significance level of the regression tests, runtime and compile (false-alarm rate)
 
     def merged(self, overrides: dict[str, Any], where: str) -> Budget:
         return replace(self, **parse(overrides, where))
@@ -28,7 +28,16 @@ class Budget:
 
 _FRACTIONS = ("runtime_regression", "compile_regression", "alpha")
 # Keys of [tool.gemmguard] that are not budgets (read by the bench plugin itself).
-SETTINGS = ("cold_compile", "max_time_s", "rel_ci", "min_samples", "verify", "reference", "cpu_threads")
+SETTINGS = (
+    "cold_compile",
+    "compile_samples",
+    "max_time_s",
+    "rel_ci",
+    "min_samples",
+    "verify",
+    "reference",
+    "cpu_threads",
+)
 
 
 def parse(values: dict[str, Any], where: str) -> dict[str, Any]:
@@ -111,13 +120,45 @@ def check(m, base: dict | None, budget: Budget) -> tuple[list[str], dict[str, An
                     else ""
                 )
             )
-    base_compile = base.get("cold_compile_s") if compile_kind == "cold" else base.get("compile_s")
-    if compile_now is not None and base_compile:
-        ratio = compile_now / base_compile
-        info["compile"] = {"ratio": ratio, "kind": compile_kind}
-        if ratio > 1 + budget.compile_regression:
+    now_samples, base_samples = _compile_samples(m, base, compile_kind)
+    if now_samples and base_samples:
+        # The same rule as runtime: beyond the threshold and, with >= 5 cold compiles on each side, a
+        # significant U test. Compile times have no in-run reference, so the ratio is absolute.
+        cmp = compare(now_samples, base_samples, budget.compile_regression, budget.alpha)
+        info["compile"] = {
+            "ratio": cmp.ratio,
+            "kind": compile_kind,
+            "p_value": cmp.p_value if cmp.tested else None,
+            "tested": cmp.tested,
+            "n": [cmp.n_current, cmp.n_baseline],
+            "regression": cmp.regression,
+        }
+        if cmp.regression:
             broken.append(
-                f"compile time regression {(ratio - 1) * 100:+.0f}% ({compile_kind}; threshold "
-                f"+{budget.compile_regression * 100:g}%): now {compile_now:.2f} s, baseline {base_compile:.2f} s"
+                f"compile time regression {(cmp.ratio - 1) * 100:+.0f}% ({compile_kind}; threshold "
+                f"+{budget.compile_regression * 100:g}%, {cmp.significance()}): now {_secs(now_samples)}, "
+                f"baseline {_secs(base_samples)}"
             )
     return broken, info
+
+
+def _compile_samples(m, base: dict, kind: str) -> tuple[list[float], list[float]]:
+    """Compile-time samples of this run and of the baseline entry, of the same kind (cold or session).
+    A baseline from before repeated cold compiles has only its one `cold_compile_s`: one sample."""
+    if kind == "cold":
+        now = list(m.cold_compile_samples) or [m.cold_compile_s]
+        then = base.get("cold_compile_samples") or ([base["cold_compile_s"]] if base.get("cold_compile_s") else [])
+    elif kind == "session":
+        now = [m.compile_s]
+        then = [base["compile_s"]] if base.get("compile_s") else []
+    else:
+        return [], []
+    return [float(v) for v in now], [float(v) for v in then if v]
+
+
+def _secs(samples: list[float]) -> str:
+    from .stats import median
+
+    if len(samples) == 1:
+        return f"{samples[0]:.2f} s"
+    return f"median {median(samples):.2f} s of {len(samples)} ({', '.join(f'{v:.2f}' for v in samples)} s)"

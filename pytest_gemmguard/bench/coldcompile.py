@@ -8,6 +8,11 @@ backend (with provenance: the backend's own kernel must run), which is the *cold
 Dynamo's in-memory state and compiles again with the same on-disk caches, which is the *warm* compile. It
 prints one JSON line. Phases come from torch's own compile timers (`torch._dynamo.utils.
 compilation_time_metrics`); they are nested (autotuning happens inside lowering), not a partition.
+
+`measure_repeated` takes several such samples, each in its own fresh process and empty cache, so a
+compile-time regression can be tested for significance like a runtime one (stats.compare). A backend
+registered at run time (a conftest calling `backends.register`) is not known to a fresh interpreter, so
+the spec names the module that defines it (`backend_module`) and the child imports that module first.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 # torch timer names -> the phase they measure (values are summed per phase).
@@ -61,16 +67,25 @@ def _resolve_fn(spec: dict) -> Any:
     return obj
 
 
+def _backend(spec: dict) -> Any:
+    from .. import backends
+
+    if spec["backend"] not in backends.names() and spec.get("backend_module"):
+        import importlib
+
+        importlib.import_module(spec["backend_module"])  # registers the backend, as it did in the parent
+    return backends.get(spec["backend"])
+
+
 def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], list[str]]:
     import torch
 
-    from .. import backends
     from ..cases import GemmCase, build_inputs, case_function
     from ..compile import Compiler, run_checked
     from ..ops import OPS
 
     case = GemmCase(**spec["case"])
-    backend = backends.get(spec["backend"])
+    backend = _backend(spec)
     inputs = build_inputs(case, backend.device())
     fn = _resolve_fn(spec)
     target, flat = (case_function(case.op, case.epilogue, case.dtype), inputs.flat) if fn is None else (fn, inputs.args)
@@ -134,6 +149,36 @@ def measure(spec: dict, timeout_s: float = 900.0) -> dict:
     result = json.loads(lines[-1])
     result["process_s"] = round(time.perf_counter() - started, 3)  # interpreter start, imports, both compiles
     return result
+
+
+def measure_repeated(
+    spec: dict, samples: int = 1, progress: Callable[[str], None] | None = None, timeout_s: float = 900.0
+) -> dict:
+    """`samples` cold compiles of `spec`, each by `measure` (its own fresh process and empty caches).
+
+    Returns the median sample's numbers (cold_s, warm_s, phases) plus every sample (`cold_samples`,
+    `warm_samples`), or {"error": one line} as soon as one sample fails: a child that cannot compile once
+    will not compile on the next tries either, and each try costs a whole interpreter start."""
+    runs: list[dict] = []
+    for i in range(samples):
+        if progress is not None:
+            progress(f"cold compile {i + 1}/{samples} in a fresh process with empty caches")
+        result = measure(spec, timeout_s)
+        if "error" in result:
+            return {"error": result["error"] + (f" (sample {i + 1} of {samples})" if samples > 1 else "")}
+        runs.append(result)
+    cold = [r["cold_s"] for r in runs]
+    by_cold = sorted(runs, key=lambda r: r["cold_s"])
+    typical = by_cold[(len(by_cold) - 1) // 2]  # a real sample (lower median), so its phases add up
+    from .stats import median
+
+    return {
+        **typical,
+        "cold_s": round(median(cold), 4),
+        "warm_s": round(median([r["warm_s"] for r in runs]), 4),
+        "cold_samples": cold,
+        "warm_samples": [r["warm_s"] for r in runs],
+    }
 
 
 def main(argv: list[str]) -> int:

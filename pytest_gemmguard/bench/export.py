@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from .baseline import write_json_atomic
+from .report import compile_change
 
 
 def json_report(path: str, results: list, fingerprint: dict, baseline_path: str | None, notes: list[str]) -> None:
@@ -43,17 +44,19 @@ def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
         + (f", CUDA {fingerprint['cuda']}" if fingerprint.get("cuda") else "")
         + (f", triton {fingerprint['triton']}" if fingerprint.get("triton") else ""),
         "",
-        "| backend | case | compile s | cold s | warm s | median ms | TFLOP/s | % peak | vs ref | vs base | verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| backend | case | compile s | cold s | warm s | median ms | TFLOP/s | % peak | vs ref | vs base "
+        "| compile vs base | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for m in results:
         rt = m.compared.get("runtime")
         change = f"{(rt['ratio'] - 1) * 100:+.1f}%" if rt else "–"
         verdict = "**failed**" if m.status == "failed" else m.status
+        cchange = compile_change(m) if m.compared.get("compile") else "–"
         lines.append(
             f"| {m.backend} | `{m.case_id}` | {m.compile_s:.2f} | {_f(m.cold_compile_s, '.2f')} | "
             f"{_f(m.warm_compile_s, '.2f')} | {m.median_s * 1e3:.4g} | {m.tflops:.3g} | {_f(m.pct_peak, '.1f')} | "
-            f"{_f(m.ref_ratio, '.3f')} | {change} | {verdict} |"
+            f"{_f(m.ref_ratio, '.3f')} | {change} | {cchange} | {verdict} |"
         )
     failures = [(m, b) for m in results for b in m.broken]
     if failures:

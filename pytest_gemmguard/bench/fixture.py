@@ -4,7 +4,8 @@ One call measures one case through the test's backend:
   1. check the case like `gemm.check` (float64 oracle, provenance: the backend's own GEMM kernel ran);
   2. time the compiled callable (timing.py) side by side with an in-run reference, the eager op at the
      same shape and dtype (ATen: cuBLAS or oneDNN/MKL), so run-to-run drift cancels in the ratio;
-  3. cold and warm compile time in a fresh subprocess (coldcompile.py), once per case per session;
+  3. cold and warm compile time in a fresh subprocess (coldcompile.py), once per case per session, as
+     `compile_samples` samples (each its own process and empty cache) for a significance test;
   4. TFLOP/s and the fraction of this machine's peak, measured once per run with a large library GEMM;
   5. budgets and the baseline (budget.py, stats.py); a broken one fails the test with its numbers.
 The `Measurement` is returned, kept for the reports and the baseline, and handed to pytest-benchmark.
@@ -18,7 +19,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .. import backends
@@ -57,8 +58,10 @@ class Measurement:
     flops: float
     peak_tflops: float | None
     compile_s: float  # compile time in this session (0 when an earlier compile was reused)
-    cold_compile_s: float | None = None
+    cold_compile_s: float | None = None  # median of cold_compile_samples
     warm_compile_s: float | None = None
+    cold_compile_samples: list[float] = field(default_factory=list)  # one per fresh process
+    warm_compile_samples: list[float] = field(default_factory=list)
     cold_phases: dict = field(default_factory=dict)
     cold_error: str | None = None
     kernels: list[str] = field(default_factory=list)
@@ -90,6 +93,14 @@ class Measurement:
         if self.cold_compile_s is not None:
             return self.cold_compile_s, "cold"
         return (self.compile_s, "session") if self.compile_s > 0 else (None, "none")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+        """Inverse of `as_dict` (its derived numbers are dropped; unknown keys are ignored)."""
+        names = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in d.items() if k in names}
+        kept["shape"] = tuple(kept["shape"])
+        return cls(**kept)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -127,6 +138,7 @@ class Measurement:
 @dataclass
 class Settings:
     cold_compile: bool = True
+    compile_samples: int = 1  # cold compiles per case, each in a fresh process (>= 5 for a significance test)
     verify: bool = True
     reference: bool = True
     timing: TimingOptions = field(default_factory=TimingOptions)
@@ -170,12 +182,12 @@ class BenchContext:
             )
         return peak
 
-    def cold(self, spec: dict) -> dict:
+    def cold(self, spec: dict, progress: Callable[[str], None] | None = None) -> dict:
         from . import coldcompile
 
         key = repr(sorted(spec.items()))
         if key not in self._cold:
-            self._cold[key] = coldcompile.measure(spec)
+            self._cold[key] = coldcompile.measure_repeated(spec, self.settings.compile_samples, progress)
         return self._cold[key]
 
 
@@ -195,6 +207,8 @@ class GemmBenchmark:
         self._pb = pb_fixture
         self.instrument: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None
         self.measurements: list[Measurement] = []
+        # Called with each measurement before its verdict is raised (pytest-xdist: sends it to the controller).
+        self.publish: Callable[[Measurement], None] | None = None
 
     def __call__(
         self,
@@ -219,6 +233,8 @@ class GemmBenchmark:
         m.broken, m.compared = check(m, base, self.budget)
         m.status = "failed" if m.broken else ("ok" if base is not None else "no baseline")
         self.ctx.results.append(m)
+        if self.publish is not None:
+            self.publish(m)
         from . import pytest_benchmark_bridge
 
         pytest_benchmark_bridge.record(self._pb, m, first=not self.measurements)
@@ -361,11 +377,18 @@ def measure(
                 )
             else:
                 dynamic = session.compiler.dynamic
-                spec_ = {"backend": backend_name, "case": asdict(case), "fn": fn_ref, "dynamic": dynamic}
-                session.progress(f"{label}: cold and warm compile in a fresh process")
-                cold = ctx.cold(spec_)
+                spec_ = {
+                    "backend": backend_name,
+                    "backend_module": type(backend).__module__,  # a conftest-registered backend, in the child
+                    "case": asdict(case),
+                    "fn": fn_ref,
+                    "dynamic": dynamic,
+                }
+                cold = ctx.cold(spec_, lambda line: session.progress(f"{label}: {line}"))
                 m.cold_error = cold.get("error")
                 m.cold_compile_s, m.warm_compile_s = cold.get("cold_s"), cold.get("warm_s")
+                m.cold_compile_samples = cold.get("cold_samples", [])
+                m.warm_compile_samples = cold.get("warm_samples", [])
                 m.cold_phases = cold.get("cold_phases", {})
         return m
 
@@ -393,4 +416,9 @@ def budget_report(m: Measurement) -> str:
         f"  measured: median {_ms(m.median_s)} (95% CI {_ms(m.ci_low_s)}..{_ms(m.ci_high_s)}, n={m.n}, {m.method}), "
         f"{m.tflops:.3g} TFLOP/s, reference {_ms(m.ref_median_s)}"
     )
+    if m.cold_compile_samples:
+        lines.append(
+            f"  compile:  cold median {m.cold_compile_s:.2f} s over {len(m.cold_compile_samples)} fresh process(es), "
+            f"warm {m.warm_compile_s:.2f} s; this session {m.compile_s:.2f} s"
+        )
     return "\n".join(lines)

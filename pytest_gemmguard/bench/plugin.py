@@ -5,10 +5,18 @@ Registered from plugin.py: `add_options(parser)` is called from its `pytest_addo
 registered during configure is too late for addoption), and this module is registered at the end of its
 `pytest_configure` (`config.pluginmanager.register(bench_plugin, "gemmguard-bench")`); `pytest_configure`
 is a historic hook, so this module's own `pytest_configure` still runs.
+
+Under pytest-xdist every worker loads the baseline itself and compares there, so a regression fails the
+test where it ran. Each worker's measurements ride to the controller on the test's report (a user
+property holding the measurement as JSON, the way the correctness tally travels), and only the controller
+saves the baseline (one atomic write) and writes the report files. Timings taken by parallel workers share
+the machine; the GPU lock keeps two timers off one GPU, but nothing keeps compiles off the CPU cores, so
+the summary warns when measurements were taken under -n.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -18,6 +26,18 @@ from ..errors import GemmUsageError
 _CTX = pytest.StashKey["Any"]()
 _NOTES = pytest.StashKey["list[str]"]()
 FIXTURE = "gemm_benchmark"
+MEASUREMENT_PROPERTY = "gemmguard_measurement"  # user property: one Measurement.as_dict() as JSON (xdist)
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers this controller runs (0 when not distributing)."""
+    if _is_worker(config) or not config.pluginmanager.has_plugin("dsession"):
+        return 0
+    return int(getattr(config.option, "numprocesses", 0) or 0) or len(getattr(config.option, "tx", None) or [])
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -52,6 +72,14 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="measure cold/warm compile time in a fresh subprocess per case (default on; "
         "[tool.gemmguard] cold_compile)",
+    )
+    group.addoption(
+        "--gemm-compile-samples",
+        default=None,
+        metavar="N",
+        help="cold compiles per case, each in a fresh process with empty caches (default 1; [tool.gemmguard] "
+        "compile_samples). With >= 5 here and in the baseline a compile-time regression must also be "
+        "significant (one-sided Mann-Whitney, alpha 0.01); with fewer the verdict is the threshold only",
     )
     group.addoption(
         "--gemm-bench-time",
@@ -97,6 +125,10 @@ def _settings(config: pytest.Config, table: dict[str, Any]):
 
     cold = config.getoption("--gemm-cold-compile")
     cold_on = (cold == "on") if cold is not None else bool(table.get("cold_compile", True))
+    option = config.getoption("--gemm-compile-samples")
+    samples = _count(option, "--gemm-compile-samples") if option is not None else None
+    if samples is None:
+        samples = _count(table.get("compile_samples", 1), "[tool.gemmguard] compile_samples")
     max_time = config.getoption("--gemm-bench-time") or float(table.get("max_time_s", 2.0))
     timing = TimingOptions(
         max_time_s=max_time,
@@ -106,10 +138,22 @@ def _settings(config: pytest.Config, table: dict[str, Any]):
     )
     return Settings(
         cold_compile=cold_on,
+        compile_samples=samples,
         verify=bool(table.get("verify", True)),
         reference=bool(table.get("reference", True)),
         timing=timing,
     )
+
+
+def _count(value: Any, what: str) -> int:
+    """An integer >= 1, or a one-line usage error naming where it came from."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise GemmUsageError(f"{what}={value!r}: must be an integer >= 1")
+    return number
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -124,6 +168,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     notes: list[str] = []
     config.stash[_NOTES] = notes
+    if not _is_worker(config):  # reports get no config argument: a collector object per config holds it
+        config.pluginmanager.register(_Gatherer(config), "gemmguard-bench-gather")
     if config.getoption("--gemm-bench-only") and config.getoption("--gemm-no-bench"):
         raise pytest.UsageError("--gemm-bench-only and --gemm-no-bench exclude each other")
     try:
@@ -199,7 +245,32 @@ def gemm_benchmark(request: pytest.FixtureRequest, gemm_backend: str, benchmark:
             test_budget = ctx.budget.merged(marker.kwargs, f"@pytest.mark.gemm_budget on {request.node.nodeid}")
         except GemmUsageError as exc:
             raise pytest.UsageError(str(exc)) from None
-    return GemmBenchmark(ctx, gemm_backend, request.node.nodeid, test_budget, benchmark)
+    bench = GemmBenchmark(ctx, gemm_backend, request.node.nodeid, test_budget, benchmark)
+    if _is_worker(request.config):  # the controller saves the baseline and writes reports: send it there
+        node = request.node
+        bench.publish = lambda m: node.user_properties.append((MEASUREMENT_PROPERTY, json.dumps(m.as_dict())))
+    return bench
+
+
+class _Gatherer:
+    """On the xdist controller (and harmlessly in a serial run, whose reports carry no measurements):
+    gather the workers' measurements from their reports. The teardown report carries every property a
+    test added (and is the one JUnit XML reads), so each is taken from there, once per test."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown" or not report.user_properties:
+            return
+        ctx = self.config.stash.get(_CTX, None)
+        if ctx is None:
+            return
+        from .fixture import Measurement
+
+        for name, value in report.user_properties:
+            if name == MEASUREMENT_PROPERTY:
+                ctx.results.append(Measurement.from_dict(json.loads(value)))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -216,11 +287,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ctx = config.stash.get(_CTX, None)
     if ctx is None:
         return
+    if _is_worker(config):
+        return  # its measurements went to the controller on the reports; the controller saves and reports
     notes = config.stash[_NOTES]
+    workers = _xdist_workers(config)
+    if workers and ctx.results:
+        on_gpu = any(m.device.startswith("cuda") for m in ctx.results)
+        notes.append(
+            f"gemmguard: warning: {len(ctx.results)} measurement(s) were taken by {workers} pytest-xdist workers "
+            "sharing this machine: "
+            + (
+                "a lock kept timers off the same GPU, but other workers' compiles shared the host"
+                if on_gpu
+                else "their timings and compiles ran on the same CPU cores at once and disturb each other"
+            )
+            + "; record baselines and gate tight budgets without -n"
+        )
     save = config.getoption("--gemm-save-baseline")
-    if save and hasattr(config, "workerinput"):
-        notes.append("gemmguard: not saving the baseline from a pytest-xdist worker; run benchmarks without -n")
-    elif save and ctx.results:
+    if save and ctx.results:
         kept = {m.key: m.as_dict() for m in ctx.results if m.status != "failed"}
         dropped = len(ctx.results) - len(kept)
         try:
@@ -234,6 +318,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif save:
         notes.append(f"gemmguard: nothing measured: baseline {save} not written")
+    untested = [m for m in ctx.results if m.compared.get("compile", {}).get("tested") is False]
+    if untested:
+        from .stats import MIN_TEST_SAMPLES
+
+        notes.append(
+            f"gemmguard: compile-time verdicts of {len(untested)} case(s) are threshold only: significance not "
+            f"tested (fewer than {MIN_TEST_SAMPLES} cold compiles on a side; --gemm-compile-samples="
+            f"{MIN_TEST_SAMPLES} or more, for this run and the baseline's)"
+        )
     if config.getoption("--gemm-report-json"):
         export.json_report(
             config.getoption("--gemm-report-json"),

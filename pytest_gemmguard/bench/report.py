@@ -14,12 +14,21 @@ def _change(m) -> str:
     return "-" if not rt else f"{(rt['ratio'] - 1) * 100:+.1f}%"
 
 
+def compile_change(m) -> str:
+    """Compile time against the baseline; '(thr)' marks a verdict by threshold only (too few samples)."""
+    c = m.compared.get("compile")
+    if not c:
+        return "-"
+    return f"{(c['ratio'] - 1) * 100:+.0f}%" + ("" if c.get("tested") else " (thr)")
+
+
 def bench_table(results: list, baseline_note: str | None = None) -> list[str]:
-    """Rows: backend, case, compile (session / cold / warm), median runtime with its CI, TFLOP/s, % of peak,
-    ratio to the in-run reference, change against baseline, verdict. Then per-backend totals."""
+    """Rows: backend, case, compile (session / cold median / warm median), median runtime with its CI, TFLOP/s,
+    % of peak, ratio to the in-run reference, runtime and compile change against baseline, verdict. Then
+    per-backend totals."""
     head = (
         f"{'backend':8s} {'case':34s} {'compile s':>9s} {'cold s':>7s} {'warm s':>7s} {'median':>11s} "
-        f"{'±CI':>6s} {'TFLOP/s':>8s} {'%peak':>6s} {'vs ref':>7s} {'vs base':>8s} verdict"
+        f"{'±CI':>6s} {'TFLOP/s':>8s} {'%peak':>6s} {'vs ref':>7s} {'vs base':>8s} {'compile vs base':>15s} verdict"
     )
     lines = [head, "-" * len(head)]
     for m in results:
@@ -29,7 +38,8 @@ def bench_table(results: list, baseline_note: str | None = None) -> list[str]:
         lines.append(
             f"{m.backend:8s} {case:34s} {m.compile_s:9.2f} {_num(m.cold_compile_s, '7.2f'):>7s} "
             f"{_num(m.warm_compile_s, '7.2f'):>7s} {med:>11s} {ci:>6s} {m.tflops:8.3g} "
-            f"{_num(m.pct_peak, '6.1f'):>6s} {_num(m.ref_ratio, '7.3f'):>7s} {_change(m):>8s} {m.status}"
+            f"{_num(m.pct_peak, '6.1f'):>6s} {_num(m.ref_ratio, '7.3f'):>7s} {_change(m):>8s} "
+            f"{compile_change(m):>15s} {m.status}"
         )
     per = defaultdict(lambda: {"n": 0, "failed": 0, "compile": 0.0})
     for m in results:

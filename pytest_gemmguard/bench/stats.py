@@ -17,6 +17,12 @@ threshold is what keeps an unchanged rerun green; the significance test is what 
 from failing on a few outliers. An A/A rerun fails only if it is both >threshold slower *and*
 significant, so its false-alarm rate is at most `alpha` and, with a threshold above the run-to-run
 drift, far below it; the rates measured on the CPU and the H200 are in BENCHMARKS.md.
+
+With few samples the U test has little or no power at alpha = 0.01 (4 against 4 cannot reach it: the
+smallest one-sided p is 1/70 = 0.014; 5 against 5 can, 1/252 = 0.004), so with fewer than
+`MIN_TEST_SAMPLES` on either side it is not run: the verdict is the threshold alone, and `describe` says
+so. Cold compile times (one fresh process per sample, so usually few samples) meet this case; runtimes,
+with at least 10 samples, do not.
 """
 
 from __future__ import annotations
@@ -159,6 +165,10 @@ def parse_fraction(value: object, what: str = "threshold") -> float:
     return number
 
 
+# Fewest samples per side for which the U test is run (5 against 5 can reach p = 0.004 < 0.01).
+MIN_TEST_SAMPLES = 5
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Current run against baseline: the slowdown ratio (1.10 = 10% slower), its p-value, the verdict."""
@@ -168,6 +178,13 @@ class Comparison:
     threshold: float
     alpha: float
     normalised: bool
+    n_current: int = MIN_TEST_SAMPLES
+    n_baseline: int = MIN_TEST_SAMPLES
+
+    @property
+    def tested(self) -> bool:
+        """Whether the significance test ran (both sides have enough samples); else threshold only."""
+        return min(self.n_current, self.n_baseline) >= MIN_TEST_SAMPLES
 
     @property
     def beyond_threshold(self) -> bool:
@@ -179,14 +196,20 @@ class Comparison:
 
     @property
     def regression(self) -> bool:
-        return self.beyond_threshold and self.significant
+        return self.beyond_threshold and (self.significant if self.tested else True)
+
+    def significance(self) -> str:
+        """How significance was judged, in words: the test and its p, or why it was not run."""
+        if self.tested:
+            return f"one-sided Mann-Whitney p={self.p_value:.2g}, alpha={self.alpha:g}"
+        return (
+            f"significance not tested: {self.n_current} sample(s) now, {self.n_baseline} in baseline, "
+            f"the U test needs >= {MIN_TEST_SAMPLES} each; threshold only"
+        )
 
     def describe(self) -> str:
         how = "relative to the in-run reference" if self.normalised else "absolute"
-        return (
-            f"{(self.ratio - 1) * 100:+.1f}% ({how}; threshold +{self.threshold * 100:g}%, "
-            f"one-sided Mann-Whitney p={self.p_value:.2g}, alpha={self.alpha:g})"
-        )
+        return f"{(self.ratio - 1) * 100:+.1f}% ({how}; threshold +{self.threshold * 100:g}%, {self.significance()})"
 
 
 def compare(
@@ -205,4 +228,6 @@ def compare(
     cur = [v / current_ref for v in current] if normalised else list(current)
     base = [v / baseline_ref for v in baseline] if normalised else list(baseline)
     ratio = median(cur) / median(base)
-    return Comparison(ratio, mann_whitney_greater(cur, base), threshold, alpha, normalised)
+    return Comparison(
+        ratio, mann_whitney_greater(cur, base), threshold, alpha, normalised, n_current=len(cur), n_baseline=len(base)
+    )
