@@ -58,16 +58,29 @@ def math_precision(dtype: str) -> Iterator[None]:
 
     The case, not the user's global setting, decides: a "float32" case is judged by the float32 error
     model, so it must not silently run as TF32. Inductor bakes the setting into the kernels it compiles,
-    and Dynamo guards on it, so a TF32 compile is never reused for a float32 case. Only the new
-    `fp32_precision` API is used (torch raises when the legacy and new TF32 APIs are mixed).
+    and Dynamo guards on it, so a TF32 compile is never reused for a float32 case.
+
+    torch raises when its legacy TF32 switch is read after the new `fp32_precision` API was written, and
+    torch 2.11's Inductor reads the legacy one. So the legacy switch is used (it keeps both views in
+    step), unless the user already moved to the new API: then only the new one is touched.
     """
     matmul = torch.backends.cuda.matmul
-    previous = matmul.fp32_precision
-    matmul.fp32_precision = "tf32" if dtype == "tf32" else "ieee"
+    tf32 = dtype == "tf32"
+    try:
+        previous = matmul.allow_tf32
+    except RuntimeError:  # the user set the new API: stay on it
+        before = matmul.fp32_precision
+        matmul.fp32_precision = "tf32" if tf32 else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = before
+        return
+    matmul.allow_tf32 = tf32
     try:
         yield
     finally:
-        matmul.fp32_precision = previous
+        matmul.allow_tf32 = previous
 
 
 @dataclass(frozen=True)

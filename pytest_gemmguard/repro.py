@@ -111,7 +111,7 @@ class Frozen(torch.nn.Module):
 
 
 # float32 GEMMs run as the case says: TF32 for a "tf32" case, IEEE float32 otherwise.
-torch.backends.cuda.matmul.fp32_precision = {"tf32" if case.dtype == "tf32" else "ieee"!r}
+torch.backends.cuda.matmul.allow_tf32 = {case.dtype == "tf32"!r}
 # Patched globally, not passed as torch.compile(options=...): Dynamo itself reads `freezing`.
 with torch.no_grad(), inductor_config.patch(INDUCTOR_OPTIONS):
     compiled = torch.compile(Frozen().eval(), dynamic={dynamic})

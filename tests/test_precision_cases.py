@@ -37,9 +37,26 @@ def test_tf32_is_unsupported_on_the_cpu_with_the_reason(session):
 
 def test_the_case_decides_tf32_and_the_users_setting_comes_back():
     matmul = torch.backends.cuda.matmul
-    before = matmul.fp32_precision
+    before = matmul.allow_tf32
     with math_precision("tf32"):
-        assert matmul.fp32_precision == "tf32"
+        # Both views agree (torch 2.11's Inductor reads the legacy switch, 2.13's the new API).
+        assert matmul.fp32_precision == "tf32" and matmul.allow_tf32
     with math_precision("float32"):
-        assert matmul.fp32_precision == "ieee"
-    assert matmul.fp32_precision == before
+        assert matmul.fp32_precision == "ieee" and not matmul.allow_tf32
+    assert matmul.allow_tf32 == before
+
+
+def test_a_user_on_the_new_tf32_api_is_not_broken():
+    # Reading the legacy switch after the new API was written raises in torch: stay on the new API.
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from pytest_gemmguard.ops import math_precision\n"
+        "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
+        "with math_precision('float32'):\n"
+        "    assert torch.backends.cuda.matmul.fp32_precision == 'ieee'\n"
+        "assert torch.backends.cuda.matmul.fp32_precision == 'tf32'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
