@@ -112,3 +112,18 @@ def test_the_custom_op_traces_with_fake_tensors():
     with FakeTensorMode():
         out = op(torch.empty(3, 4, 8, dtype=torch.bfloat16), torch.empty(3, 8, 16, dtype=torch.bfloat16), None)
     assert out.shape == (3, 4, 16) and out.dtype == torch.bfloat16
+
+
+def test_the_route_without_its_pass_is_unsupported(session):
+    """The route's own plant of a foreign kernel: without the swap pass ATen runs the GEMM."""
+
+    class NoPass(CpuRoute):
+        name = "cpu-quack-route-without-pass"
+
+        def inductor_options(self):
+            return {**super().inductor_options(), "post_grad_custom_post_pass": None}
+
+    if NoPass.name not in backends.names():
+        backends.register(NoPass())
+    with pytest.raises(Unsupported, match="another backend's GEMM kernel: mm"):
+        Gemm(GemmCase("mm", 16, 32, 64, dtype="bfloat16"), NoPass.name, session).check()
