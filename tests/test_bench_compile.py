@@ -42,7 +42,7 @@ class SlowPass(CustomGraphPass):
 class SlowCompile(AtenBackend):
     """ATen, plus the planted pass in cold compiles when GG_COMPILE_SLOWER is set: same kernels, slower compile."""
 
-    name = "slow-compile"
+    name = "cold-compile-plant"  # unique: the registry is per process, shared by in-process pytester runs
 
     def inductor_options(self):
         factor = float(os.environ.get("GG_COMPILE_SLOWER", "0"))
@@ -98,7 +98,7 @@ def _entry(path):
 def test_repeated_cold_compiles_aa_passes_and_planted_slowdown_fails(plant_dir, monkeypatch):
     base = str(plant_dir.path / "base.json")
     report = plant_dir.path / "report.json"
-    common = ("-p", "no:cacheprovider", "--gemm-backends=slow-compile", "--gemm-compile-samples=5")
+    common = ("-p", "no:cacheprovider", "--gemm-backends=cold-compile-plant", "--gemm-compile-samples=5")
     monkeypatch.delenv("GG_COMPILE_SLOWER", raising=False)
     first = plant_dir.runpytest_inprocess(*common, "-v", f"--gemm-save-baseline={base}")
     first.assert_outcomes(passed=1)
@@ -122,7 +122,7 @@ def test_repeated_cold_compiles_aa_passes_and_planted_slowdown_fails(plant_dir, 
     slow = plant_dir.runpytest_inprocess(*common, f"--gemm-baseline={base}")
     slow.assert_outcomes(failed=1)
     text = slow.stdout.str()
-    assert "gemmguard: slow-compile broke its performance budget" in text
+    assert "gemmguard: cold-compile-plant broke its performance budget" in text
     line = next(ln for ln in text.splitlines() if "compile time regression" in ln)
     assert "(cold; threshold +60%, one-sided Mann-Whitney p=" in line and "alpha=0.01)" in line, line
     assert "now median" in line and "of 5 (" in line and "baseline median" in line, line
