@@ -274,7 +274,10 @@ def _content_key(tensors) -> str:
     h = hashlib.blake2b(digest_size=16)
     for t in tensors:
         h.update(f"{tuple(t.shape)}{tuple(t.stride())}{t.storage_offset()}{t.dtype}{t.device}".encode())
-        h.update(t.detach().cpu().contiguous().view(-1).view(dtype=_byte_dtype()).numpy().tobytes())
+        # A fresh compact copy: .contiguous() keeps a 1x1 strided view as it is (size-1 dimensions count as
+        # contiguous whatever their stride), and a byte view needs stride 1.
+        compact = t.detach().new_empty(tuple(t.shape), device="cpu").copy_(t.detach())
+        h.update(compact.view(-1).view(dtype=_byte_dtype()).numpy().tobytes())
     return h.hexdigest()
 
 

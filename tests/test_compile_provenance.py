@@ -141,3 +141,14 @@ def test_frozen_weights_that_differ_only_in_storage_offset_are_not_shared(compil
     _, r1 = run_checked(compiler.compile(be, fn, (a, w), (1,)), (a, w))
     _, r2 = run_checked(compiler.compile(be, fn, (a, shifted), (1,)), (a, shifted))
     assert r1.compiled == 1 and r2.compiled == 1
+
+
+def test_every_weight_layout_can_be_keyed_for_freezing():
+    """A 1x1 strided weight counts as contiguous in torch yet has stride 2: keying it once crashed."""
+    from pytest_gemmguard.cases import LAYOUTS
+    from pytest_gemmguard.compile import _content_key
+
+    for layout in LAYOUTS:
+        for n, k in ((1, 1), (1, 3), (3, 1), (4, 5)):
+            inputs = build_inputs(GemmCase("linear", 2, n, k, layout=layout), "cpu")
+            assert len(_content_key([inputs.args[i] for i in OPS["linear"].weight_positions])) == 32
