@@ -2,15 +2,13 @@
 each side (each its own fresh process and empty cache), a significant one-sided Mann-Whitney U test.
 
 End to end through pytest with real Inductor compiles (ATen backend, CPU): a baseline of 5 cold compiles,
-an A/A rerun that passes, and a planted compile slowdown that fails with the numbers (on request:
-GEMMGUARD_SLOW_TESTS=1, it takes 15 fresh processes); in every run, the default single sample a side,
-judged by the threshold alone and saying so. The plant is a real
+an A/A rerun that passes, and a planted compile slowdown that fails with the numbers (15 fresh
+processes); and the default single sample a side, judged by the threshold alone and saying so. The plant is a real
 Inductor post-grad graph pass that sleeps in proportion to the compile's own time so far: a fixed delay
 would shrink to noise against a compile slowed down by a loaded machine, a proportional one does not.
 """
 
 import json
-import os
 
 import pytest
 
@@ -115,11 +113,8 @@ def test_one_cold_compile_a_side_is_judged_by_threshold_only_and_says_so(plant_d
     assert "(thr)" in text and "compile-time verdicts of 1 case(s) are threshold only" in text
 
 
-# 15 fresh processes (3 runs of 5 cold compiles), about 3 minutes on the 2-core CI machine: more than the
-# whole suite can spend, so it runs on request. Run it after changing the compile verdict.
-@pytest.mark.skipif(
-    not os.environ.get("GEMMGUARD_SLOW_TESTS"), reason="15 cold compiles (~3 min): set GEMMGUARD_SLOW_TESTS=1"
-)
+# 15 fresh processes (3 runs of 5 cold compiles), about 3 minutes on the 2-core CI machine: the one proof
+# that the significance path works end to end, so it runs in every suite.
 def test_repeated_cold_compiles_aa_passes_and_planted_slowdown_fails(plant_dir, monkeypatch):
     base = str(plant_dir.path / "base.json")
     report = plant_dir.path / "report.json"
