@@ -183,3 +183,17 @@ def test_custom_function_with_cold_compile_in_a_fresh_process(pytester):
     )
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--gemm-backends=aten", "--gemm-bench-time=0.2")
     result.assert_outcomes(passed=2)
+
+
+FLOAT8_TEST = """
+def test_fp8(gemm_benchmark):
+    m = gemm_benchmark(op="scaled_mm_rowwise", shape=(64, 64, 64), dtype="float8_e4m3fn", layout="transposed_b")
+    assert m.kernels == ["_scaled_mm"] and 0 < m.pct_peak and m.dtype == "float8_e4m3fn"
+"""
+
+
+def test_a_float8_case_is_benchmarked_against_a_float8_peak(pytester):
+    """The peak for a float8 case is torch._scaled_mm's (torch.mm has no float8 kernel)."""
+    pytester.makepyfile(FLOAT8_TEST)
+    pytester.makepyprojecttoml(PYPROJECT)
+    pytester.runpytest_inprocess(*COMMON).assert_outcomes(passed=1)

@@ -82,7 +82,7 @@ def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], 
 
     from ..cases import GemmCase, build_inputs, case_function
     from ..compile import Compiler, run_checked
-    from ..ops import OPS
+    from ..ops import OPS, math_precision
 
     case = GemmCase(**spec["case"])
     backend = _backend(spec)
@@ -96,7 +96,8 @@ def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], 
     if backend.device().startswith("cuda"):
         torch.cuda.synchronize()
     started = time.perf_counter()
-    _, record = run_checked(compiler.compile(backend, target, flat, weights), flat)
+    with math_precision(case.dtype):  # as the parent compiled it: TF32 only for a tf32 case
+        _, record = run_checked(compiler.compile(backend, target, flat, weights), flat)
     if backend.device().startswith("cuda"):
         torch.cuda.synchronize()
     wall = time.perf_counter() - started

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import backends
 from ..cases import GemmCase, case_function
-from ..ops import DTYPES, OPS
+from ..ops import DTYPES, OPS, math_precision
 from .budget import Budget, check
 from .timing import Timing, TimingOptions, time_callable
 
@@ -320,7 +320,8 @@ def measure(
     from .timing import _threads
 
     on_cpu = not backends.get(backend_name).device().startswith("cuda")
-    with _threads(ctx.settings.timing.cpu_threads if on_cpu else None):
+    # The case decides TF32 vs IEEE float32 for the check, the timed compile and the reference alike.
+    with _threads(ctx.settings.timing.cpu_threads if on_cpu else None), math_precision(case.dtype):
         from ..compile import run_checked
         from ..runner import Gemm
 
@@ -364,7 +365,7 @@ def measure(
             samples=timing.samples[:SAMPLES_KEPT],
             ref_median_s=timing.ref_summary.median if timing.ref_summary else None,
             flops=flops,
-            peak_tflops=ctx.peak_tflops(device, case.dtype),
+            peak_tflops=ctx.peak_tflops(device, case.dtype, achieved_tflops=flops / s.median / 1e12),
             compile_s=record.compile_s,
             kernels=kernels,
             when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

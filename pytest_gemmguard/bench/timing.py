@@ -296,6 +296,21 @@ class Peak:
         return f"{self.tflops:.4g} TFLOP/s (best median of torch.mm over {shapes}; {self.method})"
 
 
+def _library_gemm(m: int, n: int, k: int, device: str, dtype) -> Callable[[], object]:
+    """The library GEMM a peak is measured with: torch.mm, or for float8 torch._scaled_mm (what a float8
+    case calls; B column-major as it requires)."""
+    import torch
+
+    a = torch.randn(m, k, device=device).to(dtype)
+    if dtype == torch.float8_e4m3fn:
+        b = torch.randn(n, k, device=device).to(dtype).t()
+        one = torch.ones((), device=device)
+        return lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
+    b = torch.randn(k, n, device=device).to(dtype)
+    out = torch.empty(m, n, device=device, dtype=dtype)
+    return lambda: torch.mm(a, b, out=out)
+
+
 def library_peak(
     device: str,
     dtype,
@@ -335,15 +350,13 @@ def library_peak(
                 cost = 2 * m * n * k / (max(best.values()) * 1e12) * max(opts.batch, opts.min_samples)
                 if time.perf_counter() - started + cost > budget_s:
                     continue
-            a = torch.randn(m, k, device=device).to(dtype)
-            b = torch.randn(k, n, device=device).to(dtype)
-            out = torch.empty(m, n, device=device, dtype=dtype)
+            gemm = _library_gemm(m, n, k, device, dtype)
             with torch.no_grad():
-                t = time_callable(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), str(device), opts=opts)
+                t = time_callable(gemm, str(device), opts=opts)
             key = f"{m}x{n}x{k}"
             best[key] = max(best.get(key, 0.0), 2 * m * n * k / t.summary.median / 1e12)
             method = t.method
-            del a, b, out
+            del gemm  # frees its operands before the next, larger shape
     top = max(best, key=best.__getitem__)
     shape = tuple(int(d) for d in top.split("x"))
     return Peak(best[top], (shape[0], shape[1], shape[2]), best, method, time.perf_counter() - started)
