@@ -143,12 +143,11 @@ class CompiledGemm:
         per-call bookkeeping, under the options it was compiled with. Raises on exit if a call
         recompiled: the timed code would then not be the code that was checked."""
         import torch
-        import torch._inductor.config as inductor_config
 
         runtime = [inputs[i] for i in self._runtime_positions]
         call = self._call
         record = CallRecord()
-        with _dynamo_limits(), inductor_config.patch(self.backend.inductor_options()), torch.no_grad():
+        with _dynamo_limits(), _backend_config(self.backend), torch.no_grad():
             _recorder.current = record
             try:
                 yield lambda: call(*runtime)
@@ -219,12 +218,11 @@ class Compiler:
 
     def _run(self, backend: Backend, call: Callable, runtime: list) -> tuple[Any, CallRecord]:
         import torch
-        import torch._inductor.config as inductor_config
 
         record = CallRecord()
         _recorder.current = record
         # Dynamo reads some of these (freezing) while tracing, before Inductor's own patches apply.
-        options = inductor_config.patch(backend.inductor_options())
+        options = _backend_config(backend)
         try:
             with _dynamo_limits(), options, torch.no_grad(), _time_limit(self.timeout_s, backend.name):
                 out = call(*runtime)
@@ -235,6 +233,21 @@ class Compiler:
         if record.compiled == 0:
             self.stats["reused_calls"] += 1
         return out, record
+
+
+@contextlib.contextmanager
+def _backend_config(backend: Backend) -> Iterator[None]:
+    """The backend's Inductor options, patched globally. Where they switch Inductor's FX graph cache off,
+    AOTAutograd's cache goes too: it sits above Inductor's and would serve the same graph."""
+    import torch
+    import torch._inductor.config as inductor_config
+
+    options = backend.inductor_options()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(inductor_config.patch(options))
+        if options.get("fx_graph_cache") is False:
+            stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=False))
+        yield
 
 
 def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, CallRecord]:

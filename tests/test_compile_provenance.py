@@ -152,3 +152,19 @@ def test_every_weight_layout_can_be_keyed_for_freezing():
         for n, k in ((1, 1), (1, 3), (3, 1), (4, 5)):
             inputs = build_inputs(GemmCase("linear", 2, n, k, layout=layout), "cpu")
             assert len(_content_key([inputs.args[i] for i in OPS["linear"].weight_positions])) == 32
+
+
+def test_a_frozen_weight_compile_never_serves_the_same_values_stored_otherwise(tmp_path):
+    """Inductor's FX graph cache served the graph compiled for a weight with a storage offset (wrong on
+    torch 2.13: a CPP template bug) to the same values stored compactly, failing a contiguous case whose
+    own compile is right. With the cache on (the old setting) the second check below fails."""
+    from pytest_gemmguard.runner import Gemm, GemmMismatch, GemmSession, Options
+
+    session = GemmSession(Compiler(), Options(repro_dir=str(tmp_path)))
+    offset = GemmCase("mm", 10, 1, 1, dtype="bfloat16", layout="offset", seed=20261130)
+    try:
+        Gemm(offset, "cpp", session).check()
+    except GemmMismatch:
+        pass  # the torch bug itself (docs/findings.md); whether it shows is torch's business
+    contiguous = GemmCase("mm", 10, 1, 1, dtype="bfloat16", layout="contiguous", seed=20261130)
+    assert Gemm(contiguous, "cpp", session).check().verdict.ok

@@ -27,8 +27,12 @@ class CppBackend(Backend):
         return Probe(True, detail=f"cpu ({cpu}), {compiler}, weights frozen")
 
     def inductor_options(self) -> dict:
-        # The template applies only when the weight is a graph constant: freeze parameters.
-        return {**super().inductor_options(), "freezing": True}
+        # The template applies only when the weight is a graph constant: freeze parameters. Inductor's FX
+        # graph cache is off: it served a graph compiled for a weight with a storage offset (wrong, a torch
+        # 2.13 bug) to the same values stored compactly, so the bug showed up on a contiguous case whose
+        # own compile is right. gemmguard reuses frozen compiles itself, keyed by the weight's content and
+        # layout (compile.py), which is all the reuse that is sound here.
+        return {**super().inductor_options(), "freezing": True, "fx_graph_cache": False}
 
     def claims(self, launch: KernelLaunch) -> bool:
         # The template's kernels carry its micro-GEMM; plain C++ pointwise/reduction kernels do not.
