@@ -273,11 +273,18 @@ def make_spec(**kwargs: Any) -> CaseSpec:
         shapes=_shapes(kwargs.get("shapes"), ops),
         max_examples=max_examples,
     )
-    if not valid_ops(spec):
+    ops_ = valid_ops(spec)
+    if not ops_:
         raise GemmUsageError(
             "@gemm_case: no op takes these dtypes and layouts together (float8_e4m3fn goes with "
             "scaled_mm/scaled_mm_rowwise and the transposed_b layout, which take nothing else)"
         )
+    for shape in spec.shapes or ():
+        if not any(shape_fits(op, shape) for op in ops_):
+            raise GemmUsageError(
+                f"@gemm_case(shapes=...): {shape!r} suits none of the ops {', '.join(ops_)} "
+                "(the scaled ops need N and K multiples of 16)"
+            )
     return spec
 
 

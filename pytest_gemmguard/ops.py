@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import torch
 
@@ -32,6 +32,7 @@ CAST_TARGET = {"float32": "bfloat16", "float16": "float32", "bfloat16": "float32
 
 
 def gemm_out_dtype(dtype: str) -> str:
+    """The dtype a case's GEMM writes: its own, except float32 for tf32 and bfloat16 for float8."""
     return GEMM_OUT.get(dtype, dtype)
 
 
@@ -48,8 +49,11 @@ def dtype_unsupported(dtype: str, device: str) -> str | None:
 
 
 def default_dtypes(device: str) -> tuple[str, ...]:
-    """The dtypes a case space draws from when a test names none: every dtype the device can run."""
-    return tuple(d for d in DTYPES if d != "tf32" or device != "cpu")
+    """The dtypes a case space draws from when a test names none: every dtype the device can run (a GPU
+    without them draws no tf32 or float8 cases; naming them still runs them, as unsupported)."""
+    if device != "cpu" and not torch.cuda.is_available():  # planning a GPU run from a CPU machine
+        return tuple(DTYPES)
+    return tuple(d for d in DTYPES if dtype_unsupported(d, device) is None)
 
 
 @contextlib.contextmanager
@@ -95,7 +99,7 @@ class OpSpec:
     # The operand that Inductor's CPP template needs as a frozen constant (the "weight").
     weight_args: tuple[str, ...]
     # The call as torch code over arg_names (compiled function, reference and repro scripts share it).
-    expr: str = ""
+    expr: str
     # Case dtypes the op takes. The scaled ops take float8 alone; no other op takes float8.
     dtypes: tuple[str, ...] = FLOAT_DTYPES
     # Layouts the op's own contract allows (None: all). torch._scaled_mm wants A row-major and B
@@ -104,6 +108,7 @@ class OpSpec:
     # N and K must be multiples of this (16 for float8: cuBLASLt and the Triton template need it).
     align: int = 1
     rowwise_scales: bool = False
+    _fn: Callable[..., torch.Tensor] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         fn = eval(f"lambda {', '.join(self.arg_names)}: {self.expr}", {"torch": torch})

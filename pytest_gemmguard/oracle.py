@@ -82,12 +82,15 @@ class Float64ScaledMM(torch.overrides.TorchFunctionMode):
     """Evaluates torch._scaled_mm exactly on float64 operands (torch has no float64 kernel for it):
     (a @ b) * scale_a * scale_b (* scale_result) + bias, left in float64 whatever out_dtype says."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = dict(kwargs or {})
         if func is not torch._scaled_mm or args[0].dtype != torch.float64:
             return func(*args, **kwargs)
         names = ("a", "b", "scale_a", "scale_b", "bias", "scale_result", "out_dtype", "use_fast_accum")
         given = {**dict(zip(names, args, strict=False)), **kwargs}
+        if given.get("scale_result") is not None and given.get("bias") is not None:
+            # Whether the output scale applies before or after the bias is the library's business: refuse to guess.
+            raise NotImplementedError("gemmguard: no float64 reference for _scaled_mm with both bias and scale_result")
         y = (given["a"] @ given["b"]) * given["scale_a"].double() * given["scale_b"].double()
         if given.get("scale_result") is not None:
             y = y * given["scale_result"].double()

@@ -66,6 +66,8 @@ def script(case, backend, fn, verdict, dynamic: bool) -> str:
     return f"""# gemmguard repro: {case.describe()} on backend {backend.name}
 # {verdict.summary()}
 # Run: python {{this file}}  (needs torch only). Exit status 1 while the bug is present.
+from __future__ import annotations  # the embedded helpers keep gemmguard's type hints, unevaluated
+
 import hashlib
 import sys
 

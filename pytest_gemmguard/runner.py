@@ -147,7 +147,9 @@ class GemmSession:
             try:
                 return self._check(gemm, fn, backend)
             except Unsupported as first:
-                # A backend with several routes (cutedsl) tries its next one where the first has no kernel.
+                # A backend with several routes (cutedsl) tries the next where the first ran no kernel of its own:
+                # the user asked for the backend, not one route. If no route has a kernel, the case is
+                # unsupported, never failed: no kernel of the backend ran, so none was wrong.
                 fallback = backend.fallback
                 if not fallback or not backends.probe(fallback).available:
                     self.tally.note_unsupported(gemm.backend, first.reason)

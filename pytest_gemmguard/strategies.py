@@ -82,8 +82,9 @@ def gemm_cases(
     @st.composite
     def draw(data) -> GemmCase:
         if shapes:
-            shape = data(st.sampled_from(list(shapes)))
-            op = data(st.sampled_from([o for o in ops_ if shape_fits(o, shape)] or ops_))
+            # Only shapes some op can take (make_spec refuses the rest with a usage error).
+            shape = data(st.sampled_from([s for s in shapes if any(shape_fits(o, s) for o in ops_)]))
+            op = data(st.sampled_from([o for o in ops_ if shape_fits(o, shape)]))
             batch, m, n, k = shape if len(shape) == 4 else (0, *shape)
             if OPS[op].batched and not batch:
                 batch = 1
@@ -93,9 +94,9 @@ def gemm_cases(
             m, n, k = data(dims(limits.mn)), data(dims(limits.mn)), data(dims(limits.k))
             n, k = _round_up(n, align), _round_up(k, align)
             batch = data(st.integers(1, limits.batch)) if OPS[op].batched else 0
-        pairs = [(d, lay) for d in dtypes_ for lay in layouts_ if op_takes(op, d, lay)]
-        dtype = data(st.sampled_from(sorted({d for d, _ in pairs}, key=dtypes_.index)))
-        layout = data(st.sampled_from([lay for d, lay in pairs if d == dtype]))
+        allowed = [(d, lay) for d in dtypes_ for lay in layouts_ if op_takes(op, d, lay)]
+        dtype = data(st.sampled_from(sorted({d for d, _ in allowed}, key=dtypes_.index)))
+        layout = data(st.sampled_from([lay for d, lay in allowed if d == dtype]))
         return GemmCase(op, m, n, k, batch, dtype, layout, data(epilogue_st), seed)
 
     return draw()
@@ -151,14 +152,15 @@ def regime_tour(spec: CaseSpec, device: str, seed: int = 0) -> list[GemmCase]:
             batch = max(batch, 3) if not spec.shapes else batch  # batches > 2
         align = OPS[op].align
         n, k = _round_up(n, align), _round_up(k, align)
-        dtype = _pick([d for d in dtypes if any(op_takes(op, d, lay) for lay in layouts)], seen_dtypes, i)
-        layout = _pick([lay for lay in layouts if op_takes(op, dtype, lay)], seen_layouts, i)
+        dtype = _first_unvisited([d for d in dtypes if any(op_takes(op, d, lay) for lay in layouts)], seen_dtypes, i)
+        layout = _first_unvisited([lay for lay in layouts if op_takes(op, dtype, lay)], seen_layouts, i)
         seen_dtypes.add(dtype)
         seen_layouts.add(layout)
         tour.append(GemmCase(op, m, n, k, batch, dtype, layout, chains[i % len(chains)], seed))
     return tour
 
 
-def _pick(allowed: list[str], seen: set[str], i: int) -> str:
+def _first_unvisited(allowed: list[str], seen: set[str], i: int) -> str:
+    """The first allowed item the tour has not visited yet; once all were, the i-th (cycling)."""
     fresh = [x for x in allowed if x not in seen]
     return fresh[0] if fresh else allowed[i % len(allowed)]

@@ -127,3 +127,28 @@ def test_the_route_without_its_pass_is_unsupported(session):
         backends.register(NoPass())
     with pytest.raises(Unsupported, match="another backend's GEMM kernel: mm"):
         Gemm(GemmCase("mm", 16, 32, 64, dtype="bfloat16"), NoPass.name, session).check()
+
+
+def test_cutedsl_without_nvgemm_is_the_quack_route_alone():
+    """On a machine with quack but no NVGEMM provider, cutedsl resolves to the quack route: it compiles
+    with the route's pass, claims the route's kernel, and has no fallback left to try."""
+    from pytest_gemmguard.backends.cutedsl import CuteDslBackend
+    from pytest_gemmguard.provenance import KernelLaunch
+
+    resolved = CuteDslBackend()
+    assert resolved.fallback == "cutedsl[quack]"
+    resolved.route = "quack"
+    assert resolved.fallback is None
+    assert resolved.inductor_options()["post_grad_custom_post_pass"].uuid() == "gemmguard-cutedsl-quack-swap-v1"
+    assert resolved.claims(KernelLaunch("cutedsl_quack_gemm", "custom"))
+    assert not CuteDslBackend().claims(KernelLaunch("cutedsl_quack_gemm", "custom"))  # NVGEMM's never is
+
+
+def test_the_pass_takes_only_what_quack_can_read():
+    a = torch.empty(16, 64, dtype=torch.bfloat16)
+    b = torch.empty(64, 32, dtype=torch.bfloat16)
+    out = torch.empty(16, 32, dtype=torch.bfloat16)
+    assert cutedsl_quack.takes(a, b, torch.empty(32, dtype=torch.bfloat16), out)
+    assert not cutedsl_quack.takes(a, b, torch.empty(1, dtype=torch.bfloat16), out)  # broadcast bias
+    assert not cutedsl_quack.takes(a, b, None, out.float())  # output dtype differs
+    assert not cutedsl_quack.takes(a.float(), b.float(), None, out.float())  # float32

@@ -200,3 +200,12 @@ def test_the_float64_reference_evaluates_scaled_mm_exactly():
     a, b, sa, sb = (t.double() for t in inputs.args)
     got = oracle.reference(lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16), inputs.args)
     assert got.dtype == torch.float64 and torch.equal(got, (a @ b) * sa * sb)
+
+
+def test_the_float64_reference_refuses_to_guess_bias_with_an_output_scale():
+    a = torch.ones(16, 16).to(torch.float8_e4m3fn)
+    one = torch.ones(())
+    with pytest.raises(NotImplementedError, match="both bias and scale_result"):
+        oracle.reference(
+            lambda a, b: torch._scaled_mm(a, b, one, one, bias=torch.zeros(16), scale_result=one), (a, a.t())
+        )

@@ -50,7 +50,12 @@ class CuteDslBackend(Backend):
     inductor_name = "NVGEMM"
     summary = "CuteDSL GEMMs: Inductor NVGEMM (CUTEDSL on Blackwell), else gemmguard's quack route"
     route = "nvgemm"
-    fallback = "cutedsl[quack]"
+    quack_route = "cutedsl[quack]"
+
+    @property
+    def fallback(self) -> str | None:  # type: ignore[override]
+        """Where NVGEMM has no kernel for a case, the quack route; none when cutedsl already is that route."""
+        return None if self.route == "quack" else self.quack_route
 
     def probe(self) -> Probe:
         problem = cuda_probe((8, 0)) or missing_module("cutlass", "nvidia-cutlass-dsl")
@@ -70,14 +75,33 @@ class CuteDslBackend(Backend):
             problem = missing_module("cutlass_api", "the python/cutlass_api folder of NVIDIA/cutlass")
             provider = "cutlass_api (preview, from NVIDIA/cutlass)"
         if problem:
-            return problem
+            return self._quack_only(problem)
         return Probe(
             True,
             detail=f"{gpu_detail()}, {dsl}, route cutedsl[{self.route}] via {provider}; "
             "Inductor CUTEDSL skipped (Blackwell-only grouped GEMM)",
         )
 
+    def _quack_only(self, nvgemm_problem: Probe) -> Probe:
+        """Without an NVGEMM provider, cutedsl is gemmguard's quack route alone (if that can run here)."""
+        from . import get, probe
+
+        quack = probe(self.quack_route)
+        if not quack.available:
+            return nvgemm_problem
+        self.route, self.inductor_name = "quack", get(self.quack_route).inductor_name
+        return Probe(True, detail=f"{quack.detail}; Inductor NVGEMM unavailable ({nvgemm_problem.reason})")
+
+    @property
+    def _delegate(self) -> Backend | None:
+        """The quack route's backend, when cutedsl resolved to it alone."""
+        from . import get
+
+        return get(self.quack_route) if self.route == "quack" else None
+
     def inductor_options(self) -> dict[str, Any]:
+        if self._delegate is not None:
+            return self._delegate.inductor_options()
         options = super().inductor_options()
         options["max_autotune_gemm_backends"] = self.inductor_name
         import torch._inductor.config as config
@@ -87,11 +111,15 @@ class CuteDslBackend(Backend):
         return options
 
     def claims(self, launch: KernelLaunch) -> bool:
-        if launch.kind == "extern":
+        if self._delegate is not None:
+            return self._delegate.claims(launch)
+        if launch.kind in ("extern", "custom"):  # library calls; the quack route's op is its own backend's
             return False
         return "nv_universal_gemm" in launch.name or launch.name.startswith("cutedsl")
 
     def describe_kernel(self, launch: KernelLaunch) -> str:
+        if self._delegate is not None:
+            return self._delegate.describe_kernel(launch)
         if not self.claims(launch):
             return launch.name
         named = _KERNEL_BY_NAME.search(launch.source)

@@ -14,17 +14,20 @@ has no valid choice; `--gemm-backends=cutedsl[quack]` asks for it alone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
 from ..provenance import KernelLaunch
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
 
+if TYPE_CHECKING:
+    import torch
+
 OP_NAME = "cutedsl_quack_gemm"
 _kernel: Callable[..., Any] | None = None  # the implementation behind the custom op (quack, or a test's plant)
 
 
-def _quack_gemm(a, b, bias):
+def _quack_gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     from quack.gemm_interface import gemm
 
     # tuned=False: quack's heuristic config, so a first call costs one JIT compile, not an autotune sweep.
@@ -60,7 +63,7 @@ def _define_op() -> None:
         return a.new_empty((*a.shape[:-1], b.shape[-1]))
 
 
-def _aligned(t, elements: int = 8) -> bool:
+def _aligned(t: torch.Tensor, elements: int = 8) -> bool:
     """16-byte aligned for a 16-bit dtype: one of the last two strides is 1, every other stride and the
     storage offset are multiples of 8 elements (quack compiles its kernels assuming exactly this)."""
     sizes, strides = list(t.shape), list(t.stride())
@@ -73,19 +76,25 @@ def _aligned(t, elements: int = 8) -> bool:
     return t.storage_offset() % elements == 0 and all(s % elements == 0 for s in others)
 
 
-def takes(a, b, bias, out) -> bool:
+def takes(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> bool:
     """Whether quack's SM90 GEMM can run this GEMM as it stands (FakeTensors of the graph's values)."""
     import torch
 
     if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype or out.dtype != a.dtype:
         return False
-    if bias is not None and (bias.dim() != 1 or bias.dtype != a.dtype or not _aligned(bias)):
-        return False
     n = out.shape[-1]
+    # quack reads a bias of exactly N elements; a broadcast one (shape (1,)) would be read out of bounds.
+    if bias is not None and (bias.shape != (n,) or bias.dtype != a.dtype or not _aligned(bias)):
+        return False
     return isinstance(n, int) and n % 8 == 0 and _aligned(a) and _aligned(b)
 
 
-def _swap_pass():
+def _plain_addmm(node: Any) -> bool:
+    """bias + a @ b exactly: quack's bias epilogue has no alpha or beta."""
+    return node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1
+
+
+def _swap_pass() -> Any:
     import torch
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
@@ -100,9 +109,7 @@ def _swap_pass():
             for node in list(graph.nodes):
                 if node.target in (aten.mm.default, aten.bmm.default):
                     (a, b), bias = node.args[:2], None
-                elif node.target is aten.addmm.default and node.kwargs.get("beta", 1) == 1 == node.kwargs.get(
-                    "alpha", 1
-                ):
+                elif node.target is aten.addmm.default and _plain_addmm(node):
                     bias, a, b = node.args[:3]
                 else:
                     continue
