@@ -186,3 +186,13 @@ def test_bad_compile_samples_is_one_line(pytester):
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         errors = [line for line in result.errlines if line.startswith("ERROR:")]
         assert errors == [f"ERROR: --gemm-compile-samples={value!r}: must be an integer >= 1"], result.errlines
+
+
+def test_too_few_runtime_samples_for_the_significance_test_is_one_line(pytester):
+    """min_samples below what the U test needs would make runtime verdicts threshold-only, silently."""
+    pytester.makepyprojecttoml("[tool.gemmguard]\nmin_samples = 3\n")
+    pytester.makepyfile("def test_x(gemm_benchmark):\n    pass\n")
+    result = pytester.runpytest_inprocess("--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert errors == ["ERROR: [tool.gemmguard] min_samples=3: must be >= 5, what the significance test needs"], errors

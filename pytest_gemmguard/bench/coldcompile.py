@@ -96,7 +96,9 @@ def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], 
     if backend.device().startswith("cuda"):
         torch.cuda.synchronize()
     started = time.perf_counter()
-    with math_precision(case.dtype):  # as the parent compiled it: TF32 only for a tf32 case
+    # Inductor bakes the TF32 setting into the kernels it generates: the child must compile what the parent
+    # verified and timed, TF32 only for a tf32 case.
+    with math_precision(case.dtype):
         _, record = run_checked(compiler.compile(backend, target, flat, weights), flat)
     if backend.device().startswith("cuda"):
         torch.cuda.synchronize()

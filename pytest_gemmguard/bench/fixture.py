@@ -365,11 +365,12 @@ def measure(
             samples=timing.samples[:SAMPLES_KEPT],
             ref_median_s=timing.ref_summary.median if timing.ref_summary else None,
             flops=flops,
-            peak_tflops=ctx.peak_tflops(device, case.dtype, achieved_tflops=flops / s.median / 1e12),
+            peak_tflops=None,  # set below, from the measurement's own TFLOP/s
             compile_s=record.compile_s,
             kernels=kernels,
             when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         )
+        m.peak_tflops = ctx.peak_tflops(device, case.dtype, achieved_tflops=m.tflops)
         if ctx.settings.cold_compile:
             fn_ref = _importable(fn)
             if fn is not None and fn_ref is None:

@@ -133,7 +133,7 @@ def _settings(config: pytest.Config, table: dict[str, Any]):
     timing = TimingOptions(
         max_time_s=max_time,
         rel_ci=float(table.get("rel_ci", 0.01)),
-        min_samples=int(table.get("min_samples", 10)),
+        min_samples=_min_samples(table.get("min_samples", 10)),
         cpu_threads=config.getoption("--gemm-cpu-threads") or table.get("cpu_threads"),
     )
     return Settings(
@@ -143,6 +143,19 @@ def _settings(config: pytest.Config, table: dict[str, Any]):
         reference=bool(table.get("reference", True)),
         timing=timing,
     )
+
+
+def _min_samples(value: Any) -> int:
+    """Runtime samples per measurement: at least what the significance test needs, or the runtime verdict
+    would silently fall back to the threshold alone."""
+    from .stats import MIN_TEST_SAMPLES
+
+    number = _count(value, "[tool.gemmguard] min_samples")
+    if number < MIN_TEST_SAMPLES:
+        raise GemmUsageError(
+            f"[tool.gemmguard] min_samples={value!r}: must be >= {MIN_TEST_SAMPLES}, what the significance test needs"
+        )
+    return number
 
 
 def _count(value: Any, what: str) -> int:

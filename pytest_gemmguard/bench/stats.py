@@ -178,8 +178,8 @@ class Comparison:
     threshold: float
     alpha: float
     normalised: bool
-    n_current: int = MIN_TEST_SAMPLES
-    n_baseline: int = MIN_TEST_SAMPLES
+    n_current: int  # samples on each side: below MIN_TEST_SAMPLES the U test is not run
+    n_baseline: int
 
     @property
     def tested(self) -> bool:

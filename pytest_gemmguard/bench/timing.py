@@ -24,8 +24,12 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from .stats import Summary, summarize
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -293,10 +297,10 @@ class Peak:
 
     def describe(self) -> str:
         shapes = ", ".join(f"{k} {v:.4g}" for k, v in self.per_shape.items())
-        return f"{self.tflops:.4g} TFLOP/s (best median of torch.mm over {shapes}; {self.method})"
+        return f"{self.tflops:.4g} TFLOP/s (best median of the library GEMM over {shapes}; {self.method})"
 
 
-def _library_gemm(m: int, n: int, k: int, device: str, dtype) -> Callable[[], object]:
+def _library_gemm(m: int, n: int, k: int, device: str, dtype: torch.dtype) -> Callable[[], object]:
     """The library GEMM a peak is measured with: torch.mm, or for float8 torch._scaled_mm (what a float8
     case calls; B column-major as it requires)."""
     import torch
@@ -313,7 +317,7 @@ def _library_gemm(m: int, n: int, k: int, device: str, dtype) -> Callable[[], ob
 
 def library_peak(
     device: str,
-    dtype,
+    dtype: torch.dtype,
     opts: TimingOptions | None = None,
     shapes: tuple[tuple[int, int, int], ...] | None = None,
     time_per_shape_s: float = 0.25,
@@ -347,7 +351,9 @@ def library_peak(
     for _ in range(passes):
         for m, n, k in shapes:
             if best:  # its first batch of samples, at the best throughput so far
-                cost = 2 * m * n * k / (max(best.values()) * 1e12) * max(opts.batch, opts.min_samples)
+                # What a shape costs at least: its warm-up, then sampling until the CI or the time cap.
+                gemm_s = 2 * m * n * k / (max(best.values()) * 1e12)
+                cost = opts.warmup_s + max(opts.max_time_s, gemm_s * max(opts.batch, opts.min_samples))
                 if time.perf_counter() - started + cost > budget_s:
                     continue
             gemm = _library_gemm(m, n, k, device, dtype)
