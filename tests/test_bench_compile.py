@@ -3,7 +3,8 @@ each side (each its own fresh process and empty cache), a significant one-sided 
 
 End to end through pytest with real Inductor compiles (ATen backend, CPU): a baseline of 5 cold compiles,
 an A/A rerun that passes, and a planted compile slowdown that fails with the numbers (15 fresh
-processes); and the default single sample a side, judged by the threshold alone and saying so. The plant is a real
+processes); and the default single sample a side, where a planted slowdown is reported as possible but
+never fails (one sample cannot tell it from noise). The plant is a real
 Inductor post-grad graph pass that sleeps in proportion to the compile's own time so far: a fixed delay
 would shrink to noise against a compile slowed down by a loaded machine, a proportional one does not.
 """
@@ -96,9 +97,9 @@ def _entry(path):
     return entry
 
 
-def test_one_cold_compile_a_side_is_judged_by_threshold_only_and_says_so(plant_dir, monkeypatch):
-    """The default (1 sample): a planted slowdown fails by the threshold, and the line says the U test did
-    not run. Two fresh processes: cheap enough for every run of the suite."""
+def test_one_cold_compile_a_side_is_reported_as_possible_never_failed(plant_dir, monkeypatch):
+    """The default (1 sample): a planted slowdown is named as a possible compile regression, and the test
+    passes, since one sample cannot tell it from noise. Two fresh processes: cheap enough for every run."""
     base = str(plant_dir.path / "base.json")
     common = ("-p", "no:cacheprovider", "--gemm-backends=cold-compile-plant")
     monkeypatch.delenv("GG_COMPILE_SLOWER", raising=False)
@@ -106,11 +107,11 @@ def test_one_cold_compile_a_side_is_judged_by_threshold_only_and_says_so(plant_d
     assert len(_entry(base)["cold_compile_samples"]) == 1
     monkeypatch.setenv("GG_COMPILE_SLOWER", SLOWER)
     slow = plant_dir.runpytest_inprocess(*common, f"--gemm-baseline={base}")
-    slow.assert_outcomes(failed=1)
+    slow.assert_outcomes(passed=1)
     text = slow.stdout.str()
-    line = next(ln for ln in text.splitlines() if "compile time regression" in ln)
-    assert "significance not tested: 1 sample(s) now, 1 in baseline" in line and "threshold only" in line, line
-    assert "(thr)" in text and "compile-time verdicts of 1 case(s) are threshold only" in text
+    assert "(possible)" in text, text
+    assert "compile time of 1 case(s) not tested for significance" in text
+    assert "possible compile regressions, not failed: " in text
 
 
 # 15 fresh processes (3 runs of 5 cold compiles), about 3 minutes on the 2-core CI machine: the one proof
@@ -135,7 +136,7 @@ def test_repeated_cold_compiles_aa_passes_and_planted_slowdown_fails(plant_dir, 
     again.assert_outcomes(passed=1)
     compared = json.loads(report.read_text())["measurements"][0]["compared"]["compile"]
     assert compared["tested"] and compared["n"] == [5, 5] and not compared["regression"], compared
-    assert "threshold only" not in again.stdout.str()
+    assert "not tested for significance" not in again.stdout.str()
 
     # The planted slowdown fails with the numbers: ratio, threshold, the U test, both sets of samples.
     monkeypatch.setenv("GG_COMPILE_SLOWER", SLOWER)
@@ -158,7 +159,7 @@ def _measured(cold: list[float]) -> Measurement:
     )  # fmt: skip
 
 
-def test_compile_verdict_needs_significance_with_enough_samples_and_says_when_it_is_threshold_only():
+def test_compile_verdict_needs_significance_and_untested_slowdowns_are_only_possible():
     budget = Budget(compile_regression=0.2)
     base = {"median_s": 1e-3, "samples": [1e-3] * 10, "cold_compile_samples": [1.0, 1.1, 0.9, 1.05, 0.95]}
     # 30% slower in the median, but the samples overlap: not significant, no regression.
@@ -169,14 +170,13 @@ def test_compile_verdict_needs_significance_with_enough_samples_and_says_when_it
     slow = _measured([1.5, 1.6, 1.55, 1.45, 1.7])
     broken, info = check(slow, base, budget)
     assert info["compile"]["p_value"] < 0.01 and len(broken) == 1
-    # One sample on either side (the default, or a version-1 baseline): threshold only, said so.
+    # One sample on either side (the default, or a version-1 baseline): untested, so possible, not failed.
     old_base = {"median_s": 1e-3, "samples": [1e-3] * 10, "cold_compile_s": 1.0}
     broken, info = check(slow, old_base, budget)
     assert not info["compile"]["tested"] and info["compile"]["p_value"] is None
-    (line,) = broken
-    assert "significance not tested: 5 sample(s) now, 1 in baseline" in line and "threshold only" in line
-    broken, _ = check(_measured([1.1]), old_base, budget)
-    assert not broken  # +10% is within the threshold
+    assert not broken and info["compile"]["possible"]
+    broken, info = check(_measured([1.1]), old_base, budget)
+    assert not broken and not info["compile"]["possible"]  # +10% is within the threshold
 
 
 def test_bad_compile_samples_is_one_line(pytester):

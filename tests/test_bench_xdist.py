@@ -24,7 +24,7 @@ def test_plain():
 """
 
 # Two workers share 2 cores while timing: a wide threshold for the unchanged test; the plant is ~2x.
-# Compile time (this session's, one sample: threshold only) is not the subject here; load alone doubles it.
+# Compile time (this session's, one sample: never failed) is not the subject here; load alone doubles it.
 PYPROJECT = """
 [tool.gemmguard]
 runtime_regression = "50%"

@@ -8,7 +8,7 @@ A baseline file is one JSON object (never pickle: a baseline is data anyone can 
 Version 2 adds every cold compile sample to an entry (`cold_compile_samples`, `warm_compile_samples`; one
 fresh process each, see --gemm-compile-samples). Version 1 files are still read, and merged into when
 saving: their entries have one cold compile (`cold_compile_s`), which counts as a single sample, so their
-compile verdicts are threshold only until the baseline is recorded again. Any other version is refused.
+compile verdicts are untested (reported, not failed) until the baseline is recorded again. Any other version is refused.
 
 Numbers from another GPU, CPU, driver or library version say nothing about this one, so `load` refuses a
 baseline whose fingerprint differs (one line naming what differs) unless forced. A missing file is not

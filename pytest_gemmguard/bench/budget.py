@@ -122,8 +122,9 @@ def check(m, base: dict | None, budget: Budget) -> tuple[list[str], dict[str, An
             )
     now_samples, base_samples = _compile_samples(m, base, compile_kind)
     if now_samples and base_samples:
-        # The same rule as runtime: beyond the threshold and, with >= 5 cold compiles on each side, a
-        # significant U test. Compile times have no in-run reference, so the ratio is absolute.
+        # The same rule as runtime: beyond the threshold AND a significant U test, which needs >= 5 cold
+        # compiles on each side; with fewer, a slowdown is only reported as possible. Compile times have no
+        # in-run reference, so the ratio is absolute.
         cmp = compare(now_samples, base_samples, budget.compile_regression, budget.alpha)
         info["compile"] = {
             "ratio": cmp.ratio,
@@ -132,6 +133,7 @@ def check(m, base: dict | None, budget: Budget) -> tuple[list[str], dict[str, An
             "tested": cmp.tested,
             "n": [cmp.n_current, cmp.n_baseline],
             "regression": cmp.regression,
+            "possible": cmp.possible_regression,
         }
         if cmp.regression:
             broken.append(

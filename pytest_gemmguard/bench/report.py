@@ -15,11 +15,13 @@ def _change(m) -> str:
 
 
 def compile_change(m) -> str:
-    """Compile time against the baseline; '(thr)' marks a verdict by threshold only (too few samples)."""
+    """Compile time against the baseline; '(untested)' marks too few samples for the significance test, and
+    '(possible)' a slowdown beyond the threshold that therefore did not fail."""
     c = m.compared.get("compile")
     if not c:
         return "-"
-    return f"{(c['ratio'] - 1) * 100:+.0f}%" + ("" if c.get("tested") else " (thr)")
+    mark = "" if c.get("tested") else (" (possible)" if c.get("possible") else " (untested)")
+    return f"{(c['ratio'] - 1) * 100:+.0f}%" + mark
 
 
 def bench_table(results: list, baseline_note: str | None = None) -> list[str]:

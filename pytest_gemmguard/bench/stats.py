@@ -20,9 +20,11 @@ drift, far below it; the rates measured on the CPU and the H200 are in BENCHMARK
 
 With few samples the U test has little or no power at alpha = 0.01 (4 against 4 cannot reach it: the
 smallest one-sided p is 1/70 = 0.014; 5 against 5 can, 1/252 = 0.004), so with fewer than
-`MIN_TEST_SAMPLES` on either side it is not run: the verdict is the threshold alone, and `describe` says
-so. Cold compile times (one fresh process per sample, so usually few samples) meet this case; runtimes,
-with at least 10 samples, do not.
+`MIN_TEST_SAMPLES` on either side it is not run, and then nothing is called a regression: a slowdown
+beyond the threshold is only *possible* (`possible_regression`), reported but never failing the build,
+since one sample cannot tell a regression from noise (an unchanged rerun measured +21% for a 0.13 s
+session compile on the CI machine). Cold compile times (one fresh process per sample, so usually few
+samples) meet this case; runtimes, with at least `MIN_TEST_SAMPLES` samples (enforced), do not.
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ class Comparison:
 
     @property
     def tested(self) -> bool:
-        """Whether the significance test ran (both sides have enough samples); else threshold only."""
+        """Whether the significance test ran (both sides have enough samples); else nothing can fail."""
         return min(self.n_current, self.n_baseline) >= MIN_TEST_SAMPLES
 
     @property
@@ -196,7 +198,13 @@ class Comparison:
 
     @property
     def regression(self) -> bool:
-        return self.beyond_threshold and (self.significant if self.tested else True)
+        """Statistically real: beyond the threshold and significant. Untested is never a regression."""
+        return self.beyond_threshold and self.tested and self.significant
+
+    @property
+    def possible_regression(self) -> bool:
+        """Beyond the threshold, but too few samples to test: reported, not failed."""
+        return self.beyond_threshold and not self.tested
 
     def significance(self) -> str:
         """How significance was judged, in words: the test and its p, or why it was not run."""
@@ -204,7 +212,7 @@ class Comparison:
             return f"one-sided Mann-Whitney p={self.p_value:.2g}, alpha={self.alpha:g}"
         return (
             f"significance not tested: {self.n_current} sample(s) now, {self.n_baseline} in baseline, "
-            f"the U test needs >= {MIN_TEST_SAMPLES} each; threshold only"
+            f"the U test needs >= {MIN_TEST_SAMPLES} each: reported, not failed"
         )
 
     def describe(self) -> str:
