@@ -71,20 +71,14 @@ def math_precision(dtype: str) -> Iterator[None]:
     matmul = torch.backends.cuda.matmul
     tf32 = dtype == "tf32"
     try:
-        previous = matmul.allow_tf32
+        switch, wanted, previous = "allow_tf32", tf32, matmul.allow_tf32
     except RuntimeError:  # the user set the new API: stay on it
-        before = matmul.fp32_precision
-        matmul.fp32_precision = "tf32" if tf32 else "ieee"
-        try:
-            yield
-        finally:
-            matmul.fp32_precision = before
-        return
-    matmul.allow_tf32 = tf32
+        switch, wanted, previous = "fp32_precision", "tf32" if tf32 else "ieee", matmul.fp32_precision
+    setattr(matmul, switch, wanted)
     try:
         yield
     finally:
-        matmul.allow_tf32 = previous
+        setattr(matmul, switch, previous)
 
 
 @dataclass(frozen=True)

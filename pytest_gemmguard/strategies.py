@@ -78,12 +78,13 @@ def gemm_cases(
     ops_ = valid_ops(spec, dtypes_)
     layouts_ = list(layouts or LAYOUTS)
     epilogue_st = st.sampled_from(list(epilogues)) if epilogues else epilogue_chains()
+    # Only shapes some op can take (make_spec refuses the rest with a usage error).
+    usable_shapes = [s for s in shapes or () if any(shape_fits(o, s) for o in ops_)]
 
     @st.composite
     def draw(data) -> GemmCase:
         if shapes:
-            # Only shapes some op can take (make_spec refuses the rest with a usage error).
-            shape = data(st.sampled_from([s for s in shapes if any(shape_fits(o, s) for o in ops_)]))
+            shape = data(st.sampled_from(usable_shapes))
             op = data(st.sampled_from([o for o in ops_ if shape_fits(o, shape)]))
             batch, m, n, k = shape if len(shape) == 4 else (0, *shape)
             if OPS[op].batched and not batch:
@@ -141,8 +142,9 @@ def regime_tour(spec: CaseSpec, device: str, seed: int = 0) -> list[GemmCase]:
         if i >= rows and seen_dtypes >= set(dtypes) and seen_layouts >= set(layouts):
             break
         op = ops[i % len(ops)]
+        # valid_ops kept only ops that suit at least one explicit shape, so `fitting` is never empty.
         fitting = [s for s in sizes if shape_fits(op, s)] if spec.shapes else sizes
-        size = (fitting or sizes)[i % len(fitting or sizes)]
+        size = fitting[i % len(fitting)]
         if len(size) == 3:
             size = (1, *size)
         batch, m, n, k = size
