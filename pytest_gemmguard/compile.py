@@ -14,6 +14,7 @@ by the weights' content hash instead.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import os
 import re
@@ -290,14 +291,9 @@ def _content_key(tensors) -> str:
         # A fresh compact copy: .contiguous() keeps a 1x1 strided view as it is (size-1 dimensions count as
         # contiguous whatever their stride), and a byte view needs stride 1.
         compact = t.detach().new_empty(tuple(t.shape), device="cpu").copy_(t.detach())
-        h.update(compact.view(-1).view(dtype=_byte_dtype()).numpy().tobytes())
+        # Raw bytes straight from the buffer: torch's CPU build does not depend on numpy, so no .numpy().
+        h.update(ctypes.string_at(compact.data_ptr(), compact.numel() * compact.element_size()))
     return h.hexdigest()
-
-
-def _byte_dtype():
-    import torch
-
-    return torch.uint8
 
 
 @contextlib.contextmanager
