@@ -1,0 +1,151 @@
+"""Known failures: a file the user keeps, naming backend bugs that are already understood.
+
+A failure that an entry describes is reported as xfail with the entry's link instead of failing the run;
+an entry whose bug no longer shows (examples it describes ran and all passed) is reported as XPASS, so the
+file stays true. Nothing here imports torch: the file is read when pytest starts.
+
+File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.gemmguard]`)::
+
+    [[known]]
+    id = "torch-cpp-offset-frozen-weight"      # required: unique, letters digits . _ -
+    backend = "cpp"                             # required: a backend name or a list of them
+    route = "nvgemm"                            # optional: the backend's route (cutedsl: nvgemm, quack, ...)
+    ops = ["mm", "linear"]                      # optional, each a string or a list: the case must be one of
+    dtypes = ["float32"]                        #   these; a key left out matches every value
+    layouts = ["offset"]
+    epilogues = ["none", "bias+relu"]           #   whole chains, as a case names them
+    m = ">=2"                                   # optional size conditions on m, n, k, batch: an integer
+    k = "<=8,%8!=0"                             #   (exactly that) or comma-joined clauses that must all
+                                                #   hold: ==N !=N <N <=N >N >=N %D==R %D!=R
+    versions = { torch = ">=2.13,<2.14" }       # required, non-empty: distribution name -> PEP 440
+                                                #   specifier set; "" means installed at any version; a
+                                                #   package that is not installed never matches
+    kind = "wrong-result"                       # required: wrong-result | raises | any
+    link = "docs/findings.md#some-anchor"       # required: http(s) URL, or a path relative to this file
+    reason = "what the bug is, in one line"     # required
+
+Every key is checked when the file is read: an unknown key, a wrong type, an unknown backend, op, dtype,
+layout or epilogue step, a bad size condition or specifier, a missing required key or a duplicate id is a
+`GemmUsageError` of one line naming the file, the entry (index and id), the key and the fix.
+Versions compare by PEP 440 with pre-releases allowed, so nightlies and source builds match too, except
+that `<2.14` leaves out 2.14's own pre-releases (a `2.14.0.dev` nightly) and a `2.13.0a0` source build
+sorts before `>=2.13` (write `>=2.13.0a0` to include it).
+
+Use from the runner (one tracker per test and backend)::
+
+    known = load(path)                                  # once per session
+    tracker = KnownTracker(known, backend)              # installed versions read once, cached
+    # each example: the backend's kernel ran and was right
+    tracker.note_pass(case, route=route)
+    # each example that failed: GemmMismatch -> "wrong-result", any other error of the compile/run -> "raises"
+    entry = tracker.note_failure(case, "wrong-result", route=route)
+    if entry is None: raise                              # a new defect: let Hypothesis shrink and report it
+    # after the loop, when nothing unknown failed:
+    tracker.xpassed()  -> entries whose cases ran and all passed (XPASS; fail under --gemm-known-strict)
+    tracker.xfailed()  -> entries that explained failures (report as xfail with tracker.xfail_reason())
+
+`case` is a GemmCase (or anything with op, m, n, k, batch, dtype, layout, epilogue, with gemmguard's
+dtype names: pass `gemm.case`, not `gemm`, whose dtype is a torch dtype). `route` is the route that ran,
+for a backend that has several: "nvgemm" or "inductor-cutedsl" for cutedsl's own, "quack" when it fell back
+to cutedsl[quack]; None for the others. Note only examples where the backend's own kernel ran: an
+unsupported example is neither a pass nor a failure. `match(known, backend, case, versions, kind, route)`
+is the same decision for one case, without a tracker.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .known_file import FAILURE_KINDS, KINDS, Entry, KnownFailures, Names, default_names, load, parse, parse_size
+
+__all__ = ["FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "default_names",
+           "installed_versions", "load", "match", "parse", "parse_size"]  # fmt: skip
+
+
+def match(
+    known: KnownFailures,
+    backend: str,
+    case: Any,
+    versions: Mapping[str, str | None],
+    kind: str,
+    route: str | None = None,
+) -> Entry | None:
+    """The first entry that explains `case` failing with `kind` on `backend` (and `route`) with these
+    package versions, or None: a failure no entry explains is a new defect."""
+    return _first(known.applicable(backend, versions), case, kind, route)
+
+
+def _first(entries: Iterable[Entry], case: Any, kind: str, route: str | None) -> Entry | None:
+    if kind not in FAILURE_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(FAILURE_KINDS)}, not {kind!r}")
+    return next((e for e in entries if e.explains(kind) and e.covers(case, route)), None)
+
+
+@functools.cache
+def _installed(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)  # metadata only: reading torch's version must not import torch
+    except PackageNotFoundError:
+        return None
+
+
+def installed_versions(names: Iterable[str] = ("torch", "triton")) -> dict[str, str | None]:
+    """name -> installed version (None if absent), from package metadata, each read once per process."""
+    return {name: _installed(name) for name in names}
+
+
+class KnownTracker:
+    """What one test (one backend) did against the known failures: which entries explained failures and
+    which entries' cases ran and passed. Only examples that ran the backend's own kernel count: an
+    unsupported example is neither (the bug could not show)."""
+
+    def __init__(self, known: KnownFailures, backend: str, versions: Mapping[str, str | None] | None = None) -> None:
+        self.known = known
+        self.backend = backend
+        self.versions = dict(installed_versions(known.packages()) if versions is None else versions)
+        self.entries = known.applicable(backend, self.versions)
+        self.passes: Counter = Counter()  # entry id -> matching examples that passed
+        self.failures: Counter = Counter()  # entry id -> failures it explained
+        self.first_failure: dict[str, Any] = {}  # entry id -> the first case it explained
+
+    def note_pass(self, case: Any, route: str | None = None) -> None:
+        for entry in self.entries:
+            if entry.covers(case, route):
+                self.passes[entry.id] += 1
+
+    def note_failure(self, case: Any, kind: str, route: str | None = None) -> Entry | None:
+        """The entry that explains this failure (count it as xfail), or None (a real failure: raise)."""
+        entry = _first(self.entries, case, kind, route)  # self.entries already match backend and versions
+        if entry is not None:
+            self.failures[entry.id] += 1
+            self.first_failure.setdefault(entry.id, case)
+        return entry
+
+    def xfailed(self) -> list[Entry]:
+        return [e for e in self.entries if self.failures[e.id]]
+
+    def xpassed(self) -> list[Entry]:
+        """Entries whose cases ran here and never failed: their bug did not show."""
+        return [e for e in self.entries if self.passes[e.id] and not self.failures[e.id]]
+
+    def xfail_reason(self) -> str:
+        parts = [
+            f"{e.id} ({self.failures[e.id]} example(s), e.g. {_describe(self.first_failure[e.id])}): "
+            f"{e.reason} ({e.link})"
+            for e in self.xfailed()
+        ]
+        return "gemmguard known failure " + "; ".join(parts)
+
+    def xpass_reason(self) -> str:
+        parts = [f"{e.id} ({self.passes[e.id]} matching example(s) passed; {e.link})" for e in self.xpassed()]
+        return f"gemmguard: known failure no longer shows: {'; '.join(parts)}; remove or narrow it in {self.known.path}"
+
+
+def _describe(case: Any) -> str:
+    describe = getattr(case, "describe", None)
+    return describe() if callable(describe) else repr(case)

@@ -1,0 +1,527 @@
+"""The known-failures file: format and validation, matching, the XPASS rule, and the shipped entries
+checked against the real sweep of torch 2.13's CPP template (tests/data/cpp_offset_sweep.jsonl, written
+by scripts/cpp_offset_sweep.py) and against a real compile."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from importlib.metadata import version as dist_version
+
+import pytest
+
+from pytest_gemmguard import known as kn
+from pytest_gemmguard.cases import GemmCase
+from pytest_gemmguard.errors import GemmUsageError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHIPPED = os.path.join(ROOT, "gemmguard-known.toml")
+SWEEP = os.path.join(ROOT, "tests", "data", "cpp_offset_sweep.jsonl")
+TORCH_213 = {"torch": "2.13.0+cpu"}
+NAMES = kn.Names(
+    backends=("aten", "cpp", "cutedsl"),
+    ops=("mm", "addmm", "bmm", "linear"),
+    dtypes=("float32", "bfloat16", "float16"),
+    layouts=("contiguous", "transposed_b", "offset"),
+    steps=("bias", "relu", "gelu", "cast"),
+)
+
+GOOD_ENTRY = """
+[[known]]
+id = "good"
+backend = "cpp"
+versions = { torch = ">=2.13,<2.14" }
+kind = "wrong-result"
+link = "https://example.org/bug/1"
+reason = "a known bug"
+"""
+
+
+def write(tmp_path, text: str, name: str = "known.toml") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def case(op="linear", m=5, n=6, k=130, dtype="float32", layout="offset", epilogue="none", batch=0):
+    return GemmCase(op, m, n, k, batch, dtype, layout, epilogue)
+
+
+# ---------------------------------------------------------------- the module itself
+
+
+def test_known_module_imports_no_torch(tmp_path):
+    # The plugin reads the file when pytest starts: known.py (and what it imports) must not pull in torch.
+    # The package __init__ imports torch today, so a bare package stands in for it.
+    path = write(tmp_path, GOOD_ENTRY)
+    code = f"""
+import sys, types
+pkg = types.ModuleType("pytest_gemmguard"); pkg.__path__ = [{os.path.join(ROOT, "pytest_gemmguard")!r}]
+sys.modules["pytest_gemmguard"] = pkg
+from pytest_gemmguard import known
+names = known.Names(("cpp",), ("mm",), ("float32",), ("offset",), ("relu",))
+kf = known.load({path!r}, names)
+versions = known.installed_versions(kf.packages())
+assert versions["torch"], versions
+print("torch" in sys.modules, len(kf.entries))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "1"]
+
+
+def test_a_good_file_parses_every_key(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "bug.md").write_text("# bug\n")
+    path = write(
+        tmp_path,
+        """
+        [[known]]
+        id = "every-key"
+        backend = ["cpp", "aten"]
+        route = "nvgemm"
+        ops = ["linear", "MM"]
+        dtypes = "float32"
+        layouts = ["offset"]
+        epilogues = ["none", "Bias + ReLU"]
+        m = ">=2,<8"
+        n = 6
+        k = "%8!=0"
+        batch = "==0"
+        versions = { torch = ">=2.13,<2.14", triton = "" }
+        kind = "any"
+        link = "docs/bug.md#bug"
+        reason = \"\"\"spread over
+           two lines\"\"\"
+
+        [[known]]
+        id = "minimal"
+        backend = "cutedsl"
+        versions = { torch = "==2.11.0" }
+        kind = "raises"
+        link = "http://example.org/x"
+        reason = "r"
+        """,
+    )
+    kf = kn.load(path, NAMES)
+    every, minimal = kf.entries
+    assert every.backends == ("cpp", "aten") and every.routes == ("nvgemm",)
+    assert every.ops == ("linear", "mm") and every.dtypes == ("float32",) and every.layouts == ("offset",)
+    assert every.epilogues == ("none", "bias+relu")
+    assert set(every.sizes) == {"m", "n", "k", "batch"}
+    assert every.kind == "any" and every.link == "docs/bug.md#bug" and every.reason == "spread over two lines"
+    assert set(every.versions) == {"torch", "triton"} and every.index == 1
+    assert minimal.ops is None and minimal.sizes == {} and minimal.routes is None and minimal.index == 2
+    assert kf.packages() == ("torch", "triton")
+
+
+def test_an_empty_file_has_no_entries(tmp_path):
+    assert kn.load(write(tmp_path, "# nothing known yet\n"), NAMES).entries == ()
+
+
+# ---------------------------------------------------------------- malformed files: one line, naming the key
+
+_ENTRY_KEYS = dict(
+    id='"e1"',
+    backend='"cpp"',
+    versions='{ torch = ">=2.13" }',
+    kind='"wrong-result"',
+    link='"https://example.org/1"',
+    reason='"r"',
+)
+
+
+def entry_text(drop=(), **overrides) -> str:
+    keys = {k: v for k, v in {**_ENTRY_KEYS, **overrides}.items() if k not in drop}
+    return "[[known]]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
+
+
+MALFORMED = [
+    # (name, file text, the key the message must name, a fragment of the fix)
+    ("unknown key", entry_text(dtype='"float32"'), "dtype", "valid: id, backend"),
+    ("missing backend", entry_text(drop=("backend",)), "backend", "every entry needs"),
+    ("missing link", entry_text(drop=("link",)), "link", "every entry needs"),
+    ("missing reason", entry_text(drop=("reason",)), "reason", "every entry needs"),
+    ("missing versions", entry_text(drop=("versions",)), "versions", "every entry needs"),
+    ("missing kind", entry_text(drop=("kind",)), "kind", "every entry needs"),
+    ("missing id", entry_text(drop=("id",)), "id", "every entry needs"),
+    ("backend not a string", entry_text(backend="3"), "backend", "must be a backend"),
+    ("unknown backend", entry_text(backend='["cpp", "cuda"]'), "backend", "unknown backend 'cuda'; valid: aten"),
+    ("empty op list", entry_text(ops="[]"), "ops", "non-empty list"),
+    ("unknown op", entry_text(ops='["matmul"]'), "ops", "unknown op 'matmul'; valid: mm"),
+    ("unknown dtype", entry_text(dtypes='"fp32"'), "dtypes", "unknown dtype 'fp32'; valid: float32"),
+    ("unknown layout", entry_text(layouts='["offset3"]'), "layouts", "unknown layout 'offset3'"),
+    ("unknown epilogue step", entry_text(epilogues='["bias+swish"]'), "epilogues", "unknown epilogue step 'swish'"),
+    ("size not int or string", entry_text(m="1.5"), "m", "not an integer or a condition"),
+    ("size is a bool", entry_text(n="true"), "n", "not an integer or a condition"),
+    ("bad size clause", entry_text(k='"=>2"'), "k", "not a clause; write ==N"),
+    ("modulus zero", entry_text(batch='"%0==1"'), "batch", "use a modulus >= 1"),
+    ("versions not a table", entry_text(versions='">=2.13"'), "versions", "non-empty table"),
+    ("versions empty", entry_text(versions="{}"), "versions", "non-empty table"),
+    ("version not a string", entry_text(versions="{ torch = 2.13 }"), "versions", "must be a specifier string"),
+    ("bad specifier", entry_text(versions='{ torch = ">>2.13" }'), "versions", "not a PEP 440 specifier set"),
+    ("unknown kind", entry_text(kind='"wrong"'), "kind", "valid: wrong-result, raises, any"),
+    ("empty reason", entry_text(reason='""'), "reason", "non-empty string"),
+    ("bad id", entry_text(id='"two words"'), "id", "an id of letters"),
+    ("link to no file", entry_text(link='"docs/missing.md#x"'), "link", "not a file relative to"),
+    ("link other scheme", entry_text(link='"ftp://example.org/x"'), "link", "neither an http(s) URL"),
+]
+
+
+@pytest.mark.parametrize("text,key,fix", [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_a_malformed_entry_is_one_line_naming_file_entry_and_key(tmp_path, text, key, fix):
+    path = write(tmp_path, text)
+    with pytest.raises(GemmUsageError) as info:
+        kn.load(path, NAMES)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: entry 1")
+    if "id =" in text and 'id = "two words"' not in text:
+        assert "(id 'e1')" in message
+    assert f"key {key!r}" in message
+    assert fix in message
+
+
+def test_a_duplicate_id_names_both_entries(tmp_path):
+    path = write(tmp_path, entry_text() + entry_text())
+    with pytest.raises(GemmUsageError, match=r"entry 2 \(id 'e1'\): key 'id': duplicate of entry 1") as info:
+        kn.load(path, NAMES)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ('title = "x"\n' + entry_text(), "unknown top-level key 'title'"),
+        ("[known]\nid = 'x'\n", "'known' must be an array of tables"),
+        ("known = [1, 2]\n", "'known' must be an array of tables"),
+    ],
+    ids=["top-level key", "table not array", "array of numbers"],
+)
+def test_a_malformed_document_is_one_line(tmp_path, text, fragment):
+    path = write(tmp_path, text)
+    with pytest.raises(GemmUsageError, match=re.escape(fragment)) as info:
+        kn.load(path, NAMES)
+    assert str(info.value).startswith(path) and "\n" not in str(info.value)
+
+
+def test_a_toml_syntax_error_gives_file_and_line(tmp_path):
+    path = write(tmp_path, entry_text() + "\n[[known]\nid = 'x'\n")
+    with pytest.raises(GemmUsageError) as info:
+        kn.load(path, NAMES)
+    line = entry_text().count("\n") + 2  # the broken header, after the blank line
+    assert str(info.value).startswith(f"{path}:{line}: TOML syntax error: ")
+    assert "\n" not in str(info.value)
+
+
+def test_an_unterminated_string_points_at_the_end_and_bytes_that_are_not_utf8_are_named(tmp_path):
+    path = write(tmp_path, 'a = 1\nb = "open\n')
+    with pytest.raises(GemmUsageError, match=r":2: TOML syntax error"):
+        kn.load(path, NAMES)
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(b"# caf\xe9\n")
+    with pytest.raises(GemmUsageError, match="not UTF-8"):
+        kn.load(str(bad), NAMES)
+    with pytest.raises(GemmUsageError, match="cannot read the known-failures file"):
+        kn.load(str(tmp_path / "absent.toml"), NAMES)
+
+
+def test_the_default_vocabulary_is_gemmguards_own(tmp_path):
+    names = kn.default_names()
+    assert "cpp" in names.backends and "cutedsl[quack]" in names.backends
+    assert "scaled_mm" in names.ops and "tf32" in names.dtypes and "noncontiguous" in names.layouts
+    path = write(tmp_path, entry_text(layouts='["noncontiguous"]', dtypes='["tf32"]'))
+    assert kn.load(path).entries[0].layouts == ("noncontiguous",)  # NAMES above would reject both
+    with pytest.raises(GemmUsageError, match="unknown layout 'strided'"):
+        kn.load(write(tmp_path, entry_text(layouts='"strided"'), "b.toml"))
+
+
+# ---------------------------------------------------------------- matching
+
+
+def one_entry(tmp_path, **keys) -> kn.KnownFailures:
+    return kn.load(write(tmp_path, entry_text(**keys)), NAMES)
+
+
+@pytest.mark.parametrize(
+    "keys,hit,miss",
+    [
+        (dict(backend='"cpp"'), {}, dict(backend="aten")),
+        (dict(ops='["linear", "addmm"]'), {}, dict(case=case(op="mm"))),
+        (dict(dtypes='"float32"'), {}, dict(case=case(dtype="bfloat16"))),
+        (dict(layouts='"offset"'), {}, dict(case=case(layout="contiguous"))),
+        (dict(epilogues='["none", "relu+cast"]'), {}, dict(case=case(epilogue="relu"))),
+        (dict(m="5"), {}, dict(case=case(m=6))),
+        (dict(k='">=128,<=160"'), {}, dict(case=case(k=161))),
+        (dict(n='"%8!=0"'), {}, dict(case=case(n=16))),
+        (dict(batch='">=2"'), dict(case=case(op="bmm", batch=2)), dict(case=case(op="bmm", batch=1))),
+        (dict(versions='{ torch = ">=2.13,<2.14" }'), {}, dict(versions={"torch": "2.14.0"})),
+        (dict(versions='{ torch = ">=2.13,<2.14" }'), {}, dict(versions={"torch": "2.12.1+cpu"})),
+        (dict(versions='{ torch = ">=2.13,<2.14" }'), {}, dict(versions={"torch": "2.14.0.dev20261201+cpu"})),
+        (dict(versions='{ triton = "" }'), dict(versions={"triton": "3.6.0"}), dict(versions={"triton": None})),
+        (dict(kind='"wrong-result"'), {}, dict(kind="raises")),
+        (dict(kind='"raises"'), dict(kind="raises"), dict(kind="wrong-result")),
+        (dict(route='"nvgemm"'), dict(route="nvgemm"), dict(route="quack")),
+    ],
+    ids=lambda v: "-".join(f"{k}={v[k]}" for k in v) or "base" if isinstance(v, dict) else None,
+)
+def test_each_condition_selects_its_cases(tmp_path, keys, hit, miss):
+    kf = one_entry(tmp_path, **keys)
+    base = dict(backend="cpp", case=case(), versions={"torch": "2.13.0+cpu", "triton": "3.6.0"}, kind="wrong-result")
+    if "batch" in keys:
+        base["case"] = case(op="bmm", batch=2)
+    if "route" in keys:
+        base["route"] = "nvgemm"
+    kind_any = dict(kind='"any"')
+    assert kn.match(kf, **{**base, **hit}) is kf.entries[0]
+    assert kn.match(kf, **{**base, **miss}) is None
+    if "kind" not in keys:  # kind "any" explains both failure kinds, and nothing else changes the verdict
+        anykind = kn.load(write(tmp_path, entry_text(**keys, **kind_any), "any.toml"), NAMES)
+        assert kn.match(anykind, **{**base, "kind": "raises"}) is not None
+
+
+@pytest.mark.parametrize(
+    "text,holds",
+    [("==4", [4]), ("!=4", [0, 1, 2, 3, 5, 6]), ("<4", [0, 1, 2, 3]), ("<=4", [0, 1, 2, 3, 4]), (">4", [5, 6]),
+     (">=4", [4, 5, 6]), ("%3==1", [1, 4]), ("%3!=1", [0, 2, 3, 5, 6]), (4, [4])],
+)  # fmt: skip
+def test_each_size_clause_at_its_boundary(text, holds):
+    cond = kn.parse_size(text)
+    assert [v for v in range(7) if cond(v)] == holds
+
+
+def test_size_conditions():
+    cond = kn.parse_size(">=2, <8, %2==1")
+    assert [v for v in range(10) if cond(v)] == [3, 5, 7]
+    assert [v for v in range(20) if kn.parse_size("%8!=0")(v)] == [v for v in range(20) if v % 8]
+    assert kn.parse_size(1)(1) and not kn.parse_size(1)(2)
+    assert kn.parse_size("!=4")(3) and not kn.parse_size("!=4")(4)
+    with pytest.raises(ValueError):
+        kn.parse_size("1..4")
+
+
+def test_match_takes_only_real_failure_kinds(tmp_path):
+    with pytest.raises(ValueError, match="kind must be one of wrong-result, raises"):
+        kn.match(one_entry(tmp_path), "cpp", case(), TORCH_213, "any")
+
+
+def test_installed_versions_read_metadata_once():
+    import torch
+
+    versions = kn.installed_versions(["torch", "gemmguard-no-such-distribution"])
+    assert versions == {"torch": dist_version("torch"), "gemmguard-no-such-distribution": None}
+    assert versions["torch"] == torch.__version__
+    kn._installed.cache_clear()
+    kn.installed_versions(["torch"])
+    kn.installed_versions(["torch"])
+    assert kn._installed.cache_info().misses == 1
+
+
+# ---------------------------------------------------------------- xfail and XPASS
+
+
+def test_tracker_xfails_what_an_entry_explains_and_nothing_else(tmp_path):
+    kf = one_entry(tmp_path, layouts='"offset"', dtypes='"float32"')
+    tracker = kn.KnownTracker(kf, "cpp", TORCH_213)
+    assert tracker.note_failure(case(), "wrong-result") is kf.entries[0]
+    assert tracker.note_failure(case(layout="contiguous"), "wrong-result") is None  # a new defect
+    assert tracker.note_failure(case(), "raises") is None  # the entry's case, but another kind of failure
+    assert tracker.xfailed() == [kf.entries[0]] and tracker.xpassed() == []
+    reason = tracker.xfail_reason()
+    assert "e1 (1 example(s), e.g. linear 5×6×130 float32 offset epilogue=none)" in reason
+    assert "https://example.org/1" in reason
+
+
+def test_xpass_needs_matching_passes_and_no_matching_failure(tmp_path):
+    kf = one_entry(tmp_path, layouts='"offset"')
+    # No example of the entry's pattern ran: nothing to say about it (an unsupported example is never noted).
+    idle = kn.KnownTracker(kf, "cpp", TORCH_213)
+    idle.note_pass(case(layout="contiguous"))
+    assert idle.xpassed() == []
+    # Its cases ran and all passed: the bug no longer shows.
+    fixed = kn.KnownTracker(kf, "cpp", TORCH_213)
+    fixed.note_pass(case())
+    fixed.note_pass(case(m=7))
+    assert fixed.xpassed() == [kf.entries[0]]
+    assert fixed.xpass_reason() == (
+        "gemmguard: known failure no longer shows: e1 (2 matching example(s) passed; https://example.org/1); "
+        f"remove or narrow it in {kf.path}"
+    )
+    # One of its cases still fails: it is still true, whatever else passed.
+    still = kn.KnownTracker(kf, "cpp", TORCH_213)
+    still.note_pass(case())
+    still.note_failure(case(m=7), "wrong-result")
+    assert still.xpassed() == [] and still.xfailed() == [kf.entries[0]]
+
+
+def test_a_tracker_sees_only_entries_for_its_backend_and_versions(tmp_path):
+    kf = one_entry(tmp_path, layouts='"offset"', versions='{ torch = ">=2.13,<2.14" }')
+    for backend, versions in (("aten", TORCH_213), ("cpp", {"torch": "2.14.0"}), ("cpp", {})):
+        tracker = kn.KnownTracker(kf, backend, versions)
+        tracker.note_pass(case())
+        assert tracker.entries == [] and tracker.xpassed() == []
+        assert tracker.note_failure(case(), "wrong-result") is None
+    # Without versions, the installed ones (this machine's torch is 2.13).
+    assert kn.KnownTracker(kf, "cpp").versions == {"torch": dist_version("torch")}
+
+
+# ---------------------------------------------------------------- the shipped file
+
+
+@pytest.fixture(scope="module")
+def shipped() -> kn.KnownFailures:
+    return kn.load(SHIPPED)
+
+
+def sweep_rows() -> list[dict]:
+    with open(SWEEP) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def covered_passes(entries, rows) -> list[dict]:
+    """Rows that passed but that an entry covers: a new bug there would be reported as this known one."""
+    return [r for r in rows if r["verdict"] == "verified" and any(e.covers(GemmCase(**r["case"])) for e in entries)]
+
+
+def test_the_shipped_cpp_entry_matches_the_readme_failure(shipped):
+    for bad in (case(epilogue="gelu"), case(), case(op="mm", m=10, n=1, k=1, dtype="float16")):
+        entry = kn.match(shipped, "cpp", bad, TORCH_213, "wrong-result")
+        assert entry is not None and entry.id == "torch-cpp-offset-frozen-weight"
+    bf16_bmm = case(op="bmm", batch=2, m=7, n=3, k=5, dtype="bfloat16")
+    assert kn.match(shipped, "cpp", bf16_bmm, TORCH_213, "wrong-result").id == "torch-cpp-offset-frozen-weight-bf16-bmm"
+
+
+@pytest.mark.parametrize(
+    "backend,gemm,versions,kind",
+    [
+        ("cpp", case(layout="contiguous"), TORCH_213, "wrong-result"),
+        ("cpp", case(layout="transposed_b"), TORCH_213, "wrong-result"),
+        ("aten", case(), TORCH_213, "wrong-result"),
+        ("cpp", case(), {"torch": "2.14.0"}, "wrong-result"),
+        ("cpp", case(), {"torch": "2.12.1"}, "wrong-result"),
+        ("cpp", case(), TORCH_213, "raises"),
+        ("cpp", case(dtype="bfloat16"), TORCH_213, "wrong-result"),
+        ("cpp", case(op="mm", dtype="bfloat16", m=10, n=1, k=1), TORCH_213, "wrong-result"),
+    ],
+    ids=["contiguous", "transposed_b", "aten", "torch-2.14", "torch-2.12", "raises", "bf16-linear", "bf16-mm"],
+)
+def test_the_shipped_cpp_entries_do_not_hide_other_failures(shipped, backend, gemm, versions, kind):
+    assert kn.match(shipped, backend, gemm, versions, kind) is None
+
+
+def test_the_shipped_cpp_entries_are_exactly_the_measured_failures(shipped):
+    rows = sweep_rows()
+    assert rows and {r["torch"] for r in rows} == {"2.13.0+cpu"}
+    entries = [e for e in shipped.entries if e.applies_to("cpp", TORCH_213)]
+    assert len(entries) == 2
+    missed = [
+        r["case"]
+        for r in rows
+        if r["verdict"] == "failed" and not any(e.covers(GemmCase(**r["case"])) for e in entries)
+    ]
+    assert missed == []  # every measured failure is explained...
+    assert covered_passes(entries, rows) == []  # ...and no measured pass is covered
+    assert sum(r["verdict"] == "verified" for r in rows) > 50  # enough passes for that to mean something
+
+
+@pytest.mark.parametrize(
+    "widen",
+    [dict(dtypes=None), dict(layouts=None), dict(ops=None), dict(dtypes=("float32", "float16", "bfloat16"))],
+    ids=["any-dtype", "any-layout", "any-op-bf16-entry", "bf16-added"],
+)
+def test_a_too_wide_cpp_entry_is_caught(shipped, widen):
+    # The plant: widen one shipped entry; the tightness check must show passing cases it would cover.
+    by_id = {e.id: e for e in shipped.entries}
+    target = "torch-cpp-offset-frozen-weight-bf16-bmm" if "ops" in widen else "torch-cpp-offset-frozen-weight"
+    wide = replace(by_id[target], **widen)
+    entries = [wide if e.id == target else e for e in shipped.entries if e.applies_to("cpp", TORCH_213)]
+    hidden = covered_passes(entries, sweep_rows())
+    assert hidden, "the widened entry covers no measured pass: the tightness check cannot fail"
+    # And what that means for a run: a new wrong result on such a case would be xfailed, not failed.
+    victim = GemmCase(**hidden[0]["case"])
+    wide_tracker = kn.KnownTracker(kn.KnownFailures(SHIPPED, tuple(entries)), "cpp", TORCH_213)
+    assert wide_tracker.note_failure(victim, "wrong-result") is wide
+    assert kn.KnownTracker(shipped, "cpp", TORCH_213).note_failure(victim, "wrong-result") is None
+
+
+NVGEMM_VERSIONS = {"torch": "2.11.0+cu130", "nvidia-cutlass-dsl": "4.8.1"}
+
+
+def test_the_shipped_nvgemm_entry_is_the_one_observed_case(shipped):
+    one = case(op="mm", m=1, n=1, k=1, dtype="bfloat16", layout="contiguous")
+    entry = kn.match(shipped, "cutedsl", one, NVGEMM_VERSIONS, "raises", route="nvgemm")
+    assert entry is not None and entry.id == "torch-nvgemm-1x1x1-bf16-mm-raises"
+    assert kn.match(shipped, "cutedsl", replace(one, layout="transposed_ab"), NVGEMM_VERSIONS, "raises", "nvgemm")
+    misses = [
+        ("cutedsl", one, NVGEMM_VERSIONS, "raises", "quack"),  # another route's failure is another bug
+        ("cutedsl", one, NVGEMM_VERSIONS, "wrong-result", "nvgemm"),
+        ("cutedsl", replace(one, m=2), NVGEMM_VERSIONS, "raises", "nvgemm"),  # no evidence beyond 1x1x1
+        ("cutedsl", replace(one, m=8, n=8, k=8), NVGEMM_VERSIONS, "raises", "nvgemm"),
+        ("cutedsl", replace(one, dtype="float16"), NVGEMM_VERSIONS, "raises", "nvgemm"),
+        ("cutedsl", replace(one, layout="offset"), NVGEMM_VERSIONS, "raises", "nvgemm"),
+        ("cutedsl", one, {"torch": "2.11.0+cu130"}, "raises", "nvgemm"),  # the DSL not installed
+        ("cutedsl", one, {**NVGEMM_VERSIONS, "torch": "2.13.0+cu130"}, "raises", "nvgemm"),
+        ("triton", one, NVGEMM_VERSIONS, "raises", None),
+    ]
+    for args in misses:
+        assert kn.match(shipped, *args) is None, args
+
+
+def test_at_1x1x1_the_dense_layouts_are_the_same_tensors():
+    # Why the NVGEMM entry may list four layouts for one observed case: their inputs are identical.
+    from pytest_gemmguard.cases import build_inputs
+
+    def inputs(layout):
+        args = build_inputs(case(op="mm", m=1, n=1, k=1, dtype="bfloat16", layout=layout), "cpu").args
+        return [(tuple(t.shape), t.stride(), t.storage_offset(), t.float().tolist()) for t in args]
+
+    dense = [inputs(lay) for lay in ("contiguous", "transposed_a", "transposed_b", "transposed_ab")]
+    assert all(d == dense[0] for d in dense)
+    assert inputs("noncontiguous") != dense[0] and inputs("offset") != dense[0]
+
+
+def _github_anchor(heading: str) -> str:
+    # GitHub's heading ids: lower case, punctuation and symbols dropped, each space a hyphen.
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_shipped_links_point_at_real_findings(shipped):
+    with open(os.path.join(ROOT, "docs", "findings.md")) as fh:
+        anchors = {_github_anchor(line[3:]) for line in fh if line.startswith("## ")}
+    for entry in shipped.entries:
+        target, _, anchor = entry.link.partition("#")
+        assert target == "docs/findings.md" and anchor in anchors, entry.link
+
+
+# ---------------------------------------------------------------- a real compile
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None, reason="the CPP backend needs g++")
+def test_the_real_cpp_failure_is_explained_and_its_contiguous_twin_is_not_counted(shipped, tmp_path):
+    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.errors import GemmMismatch
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.session import GemmSession, Options
+
+    if dist_version("torch").split("+")[0] != "2.13.0":
+        pytest.skip("the CPP offset bug was measured on torch 2.13.0")
+    compiler = Compiler(cache_dir=str(tmp_path / "cache"))
+    compiler.activate()
+    session = GemmSession(compiler, Options(repro_dir=str(tmp_path / "repro")))
+    tracker = kn.KnownTracker(shipped, "cpp")  # the installed versions
+    bad = case(epilogue="gelu")
+    try:
+        with pytest.raises(GemmMismatch):
+            Gemm(bad, "cpp", session).check()
+        assert tracker.note_failure(bad, "wrong-result").id == "torch-cpp-offset-frozen-weight"
+        Gemm(replace(bad, layout="contiguous"), "cpp", session).check()
+        tracker.note_pass(replace(bad, layout="contiguous"))
+    finally:
+        compiler.deactivate()
+    assert tracker.passes == {} and tracker.xpassed() == []
+    assert [e.id for e in tracker.xfailed()] == ["torch-cpp-offset-frozen-weight"]
