@@ -1,16 +1,47 @@
 """gemmguard: a pytest plugin that checks the GEMMs TorchInductor's backends compile.
 
 Public surface: `gemm_case` (decorator), `GemmCase` (one case, plain data), `Gemm` (what a test
-receives), `strategies` (Hypothesis strategies), and the pytest fixtures `gemm_compile` and
-`gemm_backend`. Everything else is internal.
+receives), `strategies` (Hypothesis strategies), `harvest_gemms` (a model's own GEMMs, for
+`@gemm_case(harvested=...)`), the exceptions `GemmguardError`, `GemmUsageError` and `Unsupported`, and the
+pytest fixtures `gemm_compile`, `gemm_backend` and `gemm_benchmark`. Everything else is internal.
+
+The names are loaded on first use (PEP 562): importing this package, which pytest does when it loads the
+plugin, imports no torch.
 """
 
 from __future__ import annotations
 
-from . import strategies
-from .cases import GemmCase, gemm_case
-from .errors import GemmUsageError, Unsupported
-from .runner import Gemm
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Gemm", "GemmCase", "GemmUsageError", "Unsupported", "__version__", "gemm_case", "strategies"]
+
+_PUBLIC = {
+    "gemm_case": ("decorator", "gemm_case"),
+    "GemmCase": ("cases", "GemmCase"),
+    "Gemm": ("gemm", "Gemm"),
+    "GemmguardError": ("errors", "GemmguardError"),
+    "GemmUsageError": ("errors", "GemmUsageError"),
+    "Unsupported": ("errors", "Unsupported"),
+    "harvest_gemms": ("harvest", "harvest_gemms"),
+}
+_MODULES = ("strategies", "backends", "oracle", "repro")
+
+__all__ = ["Gemm", "GemmCase", "GemmUsageError", "GemmguardError", "Unsupported", "__version__", "gemm_case",
+           "harvest_gemms", "strategies"]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        module, attr = _PUBLIC[name]
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    elif name in _MODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, *_MODULES])

@@ -8,17 +8,14 @@ Reuse across Hypothesis examples is left to Dynamo's own cache and guards: the s
 compiled with the same (long-lived) backend object hits Dynamo's cache exactly when its guards say the
 compiled code is valid for the new inputs (shapes, strides, dtypes), and recompiles otherwise. Frozen
 weights (the CPP backend) are graph constants, which guards do not cover, so those compiles are keyed
-by the weights' content hash instead.
+by the weights' content (frozen.py) instead.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import hashlib
 import os
 import re
-import signal
 import tempfile
 import threading
 import time
@@ -26,9 +23,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._compat import inductor
 from .backends import Backend
-from .errors import CompileTimeout, Unsupported
+from .errors import BackendCrashed, CompileTimeout, Unsupported
+from .frozen import content_key, frozen_module
 from .provenance import GraphProvenance, attribute, count_gemm_nodes, no_own_kernel_reason, parse_launches
+from .timeout import time_limit
 
 # Recompiling for every new shape is the point in static mode: never let Dynamo give up and run eager.
 RECOMPILE_LIMIT = 100_000
@@ -51,19 +51,6 @@ class _Recorder(threading.local):
 _recorder = _Recorder()
 
 
-@contextlib.contextmanager
-def _capture_output_code() -> Iterator[list[str]]:
-    from torch._inductor.graph import GraphLowering
-
-    codes: list[str] = []
-    previous = GraphLowering.save_output_code
-    GraphLowering.save_output_code = staticmethod(codes.append)  # type: ignore[assignment]
-    try:
-        yield codes
-    finally:
-        GraphLowering.save_output_code = previous  # type: ignore[assignment]
-
-
 class _InductorThrough:
     """A Dynamo backend: Inductor restricted to one GEMM backend, wrapping each graph with provenance."""
 
@@ -75,7 +62,7 @@ class _InductorThrough:
         from torch._inductor.compile_fx import compile_fx
 
         started = time.perf_counter()
-        with _capture_output_code() as codes:
+        with inductor.captured_output_code() as codes:
             compiled = compile_fx(gm, example_inputs, config_patches=self.backend.inductor_options())
         code = _graph_code(codes)
         launches = parse_launches(code)
@@ -103,27 +90,6 @@ def _graph_code(codes: list[str]) -> str:
     return "\n".join(c for c in codes if not _BENCHMARK_MODULE.search(c))
 
 
-def _frozen_module(fn: Callable, n_inputs: int, frozen: dict[int, Any]):
-    """A module holding the weight operands as parameters, so Inductor's freezing folds them into
-    constants; its forward takes the remaining (runtime) inputs in order."""
-    import torch
-
-    class FrozenWeights(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fn = fn
-            self.weights = torch.nn.ParameterList([torch.nn.Parameter(t, requires_grad=False) for t in frozen.values()])
-            self.positions = tuple(frozen)
-
-        def forward(self, *runtime):
-            it = iter(runtime)
-            weights = dict(zip(self.positions, self.weights, strict=True))
-            args = [weights[i] if i in weights else next(it) for i in range(n_inputs)]
-            return self.fn(*args)
-
-    return FrozenWeights().eval()
-
-
 @dataclass
 class CompiledGemm:
     """A function compiled through one backend; calling it returns (output, CallRecord)."""
@@ -148,7 +114,7 @@ class CompiledGemm:
         runtime = [inputs[i] for i in self._runtime_positions]
         call = self._call
         record = CallRecord()
-        with _dynamo_limits(), _backend_config(self.backend), torch.no_grad():
+        with _dynamo_limits(), inductor.patched_config(self.backend.inductor_options()), torch.no_grad():
             _recorder.current = record
             try:
                 yield lambda: call(*runtime)
@@ -159,35 +125,52 @@ class CompiledGemm:
 
 
 class Compiler:
-    """One per test session: owns the isolated cache directory and the long-lived Dynamo backends."""
+    """One per test session: owns the isolated cache directory and the long-lived Dynamo backends.
+
+    Nothing happens on the machine until the first compile: the cache directory is made and the
+    environment pointed at it then (`activate`), so a session that runs no GEMM test leaves no trace."""
 
     def __init__(self, cache_dir: str | None = None, timeout_s: float = 600.0, dynamic: bool = False) -> None:
         self.timeout_s = timeout_s
         self.dynamic = dynamic
         self._own_dir = cache_dir is None
-        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="gemmguard-inductor-")
+        self._requested_dir = cache_dir
+        self.cache_dir: str | None = cache_dir
         self._saved_env: dict[str, str | None] = {}
+        self._active = False
         self._dynamo_backends: dict[str, _InductorThrough] = {}
         self._frozen: dict[tuple, Callable] = {}
+        self._prepared: dict[str, Callable[[], None] | None] = {}  # backend -> undo of its prepare()
         self.stats = {"compiles": 0, "reused_calls": 0, "compile_s": 0.0}
 
     # The user's own Inductor/Triton caches are never read or written: point both at our directory.
     def activate(self) -> None:
+        if self._active:
+            return
+        if self.cache_dir is None:
+            self.cache_dir = tempfile.mkdtemp(prefix="gemmguard-inductor-")
         os.makedirs(self.cache_dir, exist_ok=True)
         for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
             self._saved_env[var] = os.environ.get(var)
             os.environ[var] = os.path.join(self.cache_dir, sub)
+        self._active = True
 
     def deactivate(self) -> None:
+        for undo in reversed(list(self._prepared.values())):
+            if undo is not None:
+                undo()
+        self._prepared.clear()
         for var, old in self._saved_env.items():
             if old is None:
                 os.environ.pop(var, None)
             else:
                 os.environ[var] = old
-        if self._own_dir:
+        self._saved_env.clear()
+        if self._own_dir and self.cache_dir is not None:
             import shutil
 
             shutil.rmtree(self.cache_dir, ignore_errors=True)
+        self._active = False
 
     def _claimers(self) -> dict[str, Callable]:
         from . import backends
@@ -200,12 +183,15 @@ class Compiler:
         """Prepare `fn` for compiling through `backend` (the compile itself happens on first call)."""
         import torch
 
+        self.activate()
+        if backend.name not in self._prepared:
+            self._prepared[backend.name] = backend.prepare()
         n = len(inputs)
         if backend.freezes_weights and weight_positions:
             frozen = {i: inputs[i] for i in weight_positions}
-            key = (backend.name, fn, self.dynamic, _content_key(frozen.values()))
+            key = (backend.name, fn, self.dynamic, content_key(frozen.values()))
             if key not in self._frozen:
-                module = _frozen_module(fn, n, frozen)
+                module = frozen_module(fn, n, frozen)
                 # A fresh Dynamo backend per module: Dynamo never shares compiled code across
                 # backends, so constants frozen for one weight can never serve another.
                 dyn_backend = _InductorThrough(backend, self._claimers())
@@ -222,10 +208,13 @@ class Compiler:
 
         record = CallRecord()
         _recorder.current = record
-        # Dynamo reads some of these (freezing) while tracing, before Inductor's own patches apply.
-        options = _backend_config(backend)
         try:
-            with _dynamo_limits(), options, torch.no_grad(), _time_limit(self.timeout_s, backend.name):
+            with (
+                _dynamo_limits(),
+                inductor.patched_config(backend.inductor_options()),
+                torch.no_grad(),
+                time_limit(self.timeout_s, backend.name),
+            ):
                 out = call(*runtime)
         finally:
             _recorder.current = None
@@ -236,23 +225,12 @@ class Compiler:
         return out, record
 
 
-@contextlib.contextmanager
-def _backend_config(backend: Backend) -> Iterator[None]:
-    """The backend's Inductor options, patched globally. Where they switch Inductor's FX graph cache off,
-    AOTAutograd's cache goes too: it sits above Inductor's and would serve the same graph."""
-    import torch
-    import torch._inductor.config as inductor_config
-
-    options = backend.inductor_options()
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(inductor_config.patch(options))
-        if options.get("fx_graph_cache") is False:
-            stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=False))
-        yield
-
-
 def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, CallRecord]:
-    """Run and insist on provenance: raise Unsupported unless the backend's own kernels did the GEMMs."""
+    """Run and insist on provenance: raise Unsupported unless the backend's own kernels did the GEMMs.
+
+    What the backend raises is classified here, once: a timeout stays a timeout; no valid choice, or a
+    route's kernel refusing the operands, is Unsupported; anything else is BackendCrashed (the case
+    fails with the exception, at once: its size has nothing to do with it)."""
     try:
         out, record = compiled(*inputs)
     except Exception as exc:
@@ -264,9 +242,9 @@ def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, Cal
         refused = next((e for e in chain if isinstance(e, Unsupported)), None)
         if refused is not None:  # a route's kernel refused the operands at run time
             raise Unsupported(compiled.backend.name, refused.reason) from None
-        if any(type(e).__name__ == "NoValidChoicesError" for e in chain) or "NoValidChoicesError" in str(exc):
+        if inductor.is_no_valid_choices(chain):
             raise Unsupported(compiled.backend.name, "Inductor found no valid choice (NoValidChoicesError)") from None
-        raise
+        raise BackendCrashed(compiled.backend.name, chain[-1]) from exc
     reason = no_own_kernel_reason(record.graphs, compiled.backend.name)
     if reason is not None:
         raise Unsupported(compiled.backend.name, reason)
@@ -282,20 +260,6 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         e = e.__cause__ or e.__context__
 
 
-def _content_key(tensors) -> str:
-    """Everything a frozen constant is: values and the whole layout, storage offset included (a
-    weight viewed 3 elements into its storage is a different constant from a compact one)."""
-    h = hashlib.blake2b(digest_size=16)
-    for t in tensors:
-        h.update(f"{tuple(t.shape)}{tuple(t.stride())}{t.storage_offset()}{t.dtype}{t.device}".encode())
-        # A fresh compact copy: .contiguous() keeps a 1x1 strided view as it is (size-1 dimensions count as
-        # contiguous whatever their stride), and a byte view needs stride 1.
-        compact = t.detach().new_empty(tuple(t.shape), device="cpu").copy_(t.detach())
-        # Raw bytes straight from the buffer: torch's CPU build does not depend on numpy, so no .numpy().
-        h.update(ctypes.string_at(compact.data_ptr(), compact.numel() * compact.element_size()))
-    return h.hexdigest()
-
-
 @contextlib.contextmanager
 def _dynamo_limits() -> Iterator[None]:
     import torch._dynamo.config as dc
@@ -304,22 +268,3 @@ def _dynamo_limits() -> Iterator[None]:
              if hasattr(dc, k)}  # fmt: skip
     with dc.patch(**patch):
         yield
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float, backend: str) -> Iterator[None]:
-    """Abort a compile (or run) that exceeds `seconds`. Only the main thread can take SIGALRM."""
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise CompileTimeout(f"{backend}: compile/run exceeded the {seconds:g} s limit (--gemm-compile-timeout)")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

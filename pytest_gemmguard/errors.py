@@ -1,18 +1,90 @@
-"""Exceptions that carry a one-line message for the user."""
+"""Every exception gemmguard raises, under one root, so callers (and the plugin's report hook) classify an
+outcome by its type, never by searching a message.
+
+    GemmguardError
+    ├── GemmUsageError        bad input from the user: an option, a decorator or fixture argument, a file
+    ├── BaselineError         a baseline that cannot be used (corrupt, foreign, unreadable)
+    ├── Unsupported           the backend ran no kernel of its own for a case: never a pass, never a failure
+    ├── BackendUnavailable    the backend cannot run on this machine at all (the probe's reason and fix)
+    ├── CompileTimeout        a compile or run went past --gemm-compile-timeout
+    ├── BackendCrashed        the backend raised while compiling or running a case (not a size problem)
+    ├── UserCodeError         the test's own function raised or returned something that is not a tensor
+    ├── KnownFailureFixed     a known failure no longer shows, under --gemm-known-strict
+    ├── GemmMismatch          the backend's kernel ran and its result was wrong   (also an AssertionError)
+    └── GemmBudgetError       a performance budget broke, or a regression is real (also an AssertionError)
+
+Torch-free: the pytest plugins import this at load.
+"""
+
+from __future__ import annotations
 
 
-class GemmUsageError(ValueError):
+class GemmguardError(Exception):
+    """Root of gemmguard's exceptions. The message is meant for the user as it stands."""
+
+
+class GemmUsageError(GemmguardError, ValueError):
     """Bad input from the user (an option, a decorator argument, a file): one line saying the fix."""
 
 
-class Unsupported(Exception):
+class BaselineError(GemmguardError):
+    """A baseline cannot be used: corrupt, or from other hardware/software. The message is one line."""
+
+
+class Unsupported(GemmguardError):
     """The backend did not run its own kernel for this case (fallback, no valid choice, no GEMM)."""
 
-    def __init__(self, backend: str, reason: str) -> None:
-        super().__init__(f"unsupported by {backend} for this case: {reason}")
+    def __init__(self, backend: str, reason: str, every_of: int | None = None) -> None:
+        # every_of: the whole test was unsupported, for all this many examples (reason: the commonest one).
+        if every_of is None:
+            text = f"unsupported by {backend} for this case: {reason}"
+        else:
+            text = f"unsupported by {backend} for every case drawn ({every_of} examples; e.g. {reason})"
+        super().__init__(text)
         self.backend = backend
         self.reason = reason
 
 
-class CompileTimeout(Exception):
+class BackendUnavailable(GemmguardError):
+    """The backend cannot run on this machine (its probe's reason and fix are the message)."""
+
+    def __init__(self, backend: str, line: str) -> None:
+        super().__init__(f"backend {backend} {line}")
+        self.backend = backend
+
+
+class CompileTimeout(GemmguardError):
     """A compile ran past the per-compile time limit."""
+
+
+class BackendCrashed(GemmguardError):
+    """The backend raised while compiling or running a case. The size of the case has nothing to do with
+    it as far as anyone knows, so it is reported at once with the exception, not shrunk for minutes."""
+
+    def __init__(self, backend: str, exc: BaseException) -> None:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        super().__init__(f"{backend} raised {type(exc).__name__} while compiling or running the case: {first}")
+        self.backend = backend
+        self.exc_type = type(exc).__name__
+
+
+class UserCodeError(GemmguardError):
+    """The test's own code is at fault (its function raised, or returned no tensor): the test's error, not
+    the backend's failure."""
+
+
+class KnownFailureFixed(GemmguardError):
+    """An entry of the known-failures file whose cases ran and all passed, under --gemm-known-strict: the
+    file no longer tells the truth, so the test fails until the entry is removed or narrowed."""
+
+
+class GemmMismatch(GemmguardError, AssertionError):
+    """A backend's kernel ran and produced a wrong result."""
+
+
+class KnownFailureXPass(UserWarning):
+    """A known failure that no longer shows (its cases ran and all passed): the entry may be stale."""
+
+
+class GemmBudgetError(GemmguardError, AssertionError):
+    """A budget was broken or a regression is real; the message holds the numbers."""

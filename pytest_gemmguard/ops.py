@@ -6,9 +6,7 @@ error model, so the three can never disagree about what a case computes.
 
 from __future__ import annotations
 
-import contextlib
-import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -54,31 +52,6 @@ def default_dtypes(device: str) -> tuple[str, ...]:
     if device != "cpu" and not torch.cuda.is_available():  # planning a GPU run from a CPU machine
         return tuple(DTYPES)
     return tuple(d for d in DTYPES if dtype_unsupported(d, device) is None)
-
-
-@contextlib.contextmanager
-def math_precision(dtype: str) -> Iterator[None]:
-    """Run float32 GEMMs as `dtype` says: TF32 for "tf32", IEEE float32 for everything else.
-
-    The case, not the user's global setting, decides: a "float32" case is judged by the float32 error
-    model, so it must not silently run as TF32. Inductor bakes the setting into the kernels it compiles,
-    and Dynamo guards on it, so a TF32 compile is never reused for a float32 case.
-
-    torch raises when its legacy TF32 switch is read after the new `fp32_precision` API was written, and
-    torch 2.11's Inductor reads the legacy one. So the legacy switch is used (it keeps both views in
-    step), unless the user already moved to the new API: then only the new one is touched.
-    """
-    matmul = torch.backends.cuda.matmul
-    tf32 = dtype == "tf32"
-    try:
-        switch, wanted, previous = "allow_tf32", tf32, matmul.allow_tf32
-    except RuntimeError:  # the user set the new API: stay on it
-        switch, wanted, previous = "fp32_precision", "tf32" if tf32 else "ieee", matmul.fp32_precision
-    setattr(matmul, switch, wanted)
-    try:
-        yield
-    finally:
-        setattr(matmul, switch, previous)
 
 
 @dataclass(frozen=True)
@@ -191,8 +164,10 @@ def parse_chain(text: str) -> tuple[str, ...]:
     for s in steps:
         if s not in STEPS:
             raise ValueError(f"unknown epilogue step {s!r}; known: none, {', '.join(STEPS)}")
-    if steps.count("cast") > 1:
-        raise ValueError("an epilogue chain may cast at most once")
+    repeated = sorted({s for s in steps if steps.count(s) > 1})
+    if repeated:
+        # Each step's extra tensor (epi_bias, residual) is one input: a chain uses each step at most once.
+        raise ValueError(f"epilogue step {repeated[0]!r} appears twice in {text!r}; each step may appear once")
     return steps
 
 
@@ -203,10 +178,6 @@ def chain_name(steps: tuple[str, ...]) -> str:
 def output_dtype(dtype: str, steps: tuple[str, ...]) -> str:
     out = gemm_out_dtype(dtype)
     return CAST_TARGET[out] if "cast" in steps else out
-
-
-def gemm_flops(m: int, n: int, k: int, batch: int) -> int:
-    return 2 * m * n * k * max(batch, 1)
 
 
 def apply_chain(
@@ -221,6 +192,3 @@ def apply_chain(
         y = STEPS[name].apply(y, extras)
     return y
 
-
-def sqrt_k(k: int) -> float:
-    return math.sqrt(max(k, 1))

@@ -158,7 +158,7 @@ def generic_tolerance(ref: torch.Tensor, case_tol: torch.Tensor, out_dtype: torc
     return case_tol + 2 * eps * ref.abs() + (torch.finfo(out_dtype).tiny if out_dtype.is_floating_point else 0)
 
 
-def compare(actual: Any, expected: torch.Tensor, tol: torch.Tensor, expected_dtype: torch.dtype) -> Verdict:
+def judge(actual: Any, expected: torch.Tensor, tol: torch.Tensor, expected_dtype: torch.dtype) -> Verdict:
     """Check `actual` against the float64 `expected` within the per-element `tol`."""
     if not isinstance(actual, torch.Tensor):
         return Verdict(False, float("inf"), float("inf"), Mismatch("shape", detail=f"got {type(actual).__name__}"))

@@ -1,155 +1,109 @@
-"""pytest wiring: options, the capability header, parametrizing by backend, fixtures and the summary.
+"""The checking half's pytest hooks: options, parametrizing by backend, the fixtures, how each outcome is
+reported, and the results table. Its own `pytest11` entry point; the measuring half (bench/plugin.py)
+has another, and the two share state only through `_state`.
 
-Knows nothing of how a backend compiles or how the oracle decides; it hands tests to the runner.
+Loading this module imports no torch, no triton and no backend package: a project that has gemmguard
+installed but runs no GEMM test pays nothing. torch comes in when a gemm test is collected.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from . import backends
-from .bench import plugin as bench_plugin
-from .cases import RUNNER_FIXTURE
-from .errors import GemmUsageError, Unsupported
-from .runner import UNAVAILABLE_PREFIX, require_backend
+from . import _state, validate
+from ._state import BACKEND_PROPERTY, OUTCOME_PROPERTY, RUNNER_FIXTURE, SHARE_PROPERTY
+from .errors import (
+    BackendCrashed,
+    BackendUnavailable,
+    CompileTimeout,
+    GemmguardError,
+    GemmUsageError,
+    KnownFailureFixed,
+    Unsupported,
+    UserCodeError,
+)
+from .tally import Tally
 
-ENV_BACKENDS = "GEMMGUARD_BACKENDS"
-UNSUPPORTED_PREFIX = "gemmguard: unsupported"
-_SESSION = pytest.StashKey["Any"]()
-_SELECTED = pytest.StashKey["list[str]"]()
-_SUMMARY = pytest.StashKey["Any"]()
-SHARE_PROPERTY = "gemmguard"  # a test's share of the tally, on its report (survives pytest-xdist)
-BACKEND_PROPERTY = "gemm_backend"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("gemmguard", "GEMM backends under test (gemmguard)")
-    group.addoption(
-        "--gemm-backends",
-        default=None,
-        help="comma-separated backends: aten, triton, cutlass, cutedsl, cpp; 'auto' (default: all usable "
-        f"here) or 'all' (unusable ones are skipped with their reason). Also ini gemm_backends, env {ENV_BACKENDS}.",
-    )
-    group.addoption("--gemm-max-examples", type=int, default=None, help="examples per gemm case (overrides all)")
-    group.addoption("--gemm-seed", type=int, default=None, help="seed for case generation and input values")
-    group.addoption("--gemm-replay", default=None, help="replay one failing example: VERSION:BLOB from a report")
-    group.addoption(
-        "--gemm-dynamic",
-        action="store_true",
-        default=False,
-        help="compile with dynamic shapes (one compile serves many sizes) instead of one static compile per shape",
-    )
-    group.addoption("--gemm-compile-timeout", type=float, default=600.0, help="seconds per compile (0: none)")
-    group.addoption("--gemm-cache-dir", default=None, help="Inductor/Triton cache dir (default: a fresh temp dir)")
-    group.addoption("--gemm-repro-dir", default="gemmguard-repro", help="where standalone repro scripts go")
-    parser.addini("gemm_backends", "default for --gemm-backends", default=None)
-    parser.addini("gemm_max_examples", "default examples per gemm case", default=None)
-    bench_plugin.add_options(parser)
+# Where each live pytest config's backend registrations start (see backends.release), keyed by its plugin
+# manager: pytest_addoption is the one hook that runs before a session's conftests are imported.
+_REGISTRY_MARKS: dict[int, int] = {}
 
 
-def parse_backends(text: str, known: list[str]) -> list[str]:
-    """'Triton, aten' -> ['triton', 'aten']; 'auto' / 'all' expand; anything else is a usage error."""
-    valid = ", ".join([*known, "auto", "all"])
-    names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    if not names:
-        raise GemmUsageError(f"--gemm-backends is empty; valid: {valid}")
-    out: list[str] = []
-    for name in names:
-        if name == "auto":
-            out += [b for b in known if backends.probe(b).available]
-        elif name == "all":
-            out += known
-        elif name in known:
-            out.append(name)
-        else:
-            raise GemmUsageError(f"--gemm-backends: unknown backend {name!r}; valid: {valid}")
-    return list(dict.fromkeys(out))
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import backends
 
-
-def _positive(value: Any, what: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1:
-        raise GemmUsageError(f"{what}={value!r}: must be an integer >= 1")
-    return number
+    _REGISTRY_MARKS[id(pluginmanager)] = backends.mark()
+    validate.add_options(parser, "gemmguard", "GEMM backends under test (gemmguard)", validate.CORE)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gemm_case: a GEMM case test run once per selected backend (gemmguard)")
-    from .compile import Compiler
-    from .runner import GemmSession, Options
+    state = _state.ensure(config)
+    path = state.settings["known"]
+    if path:
+        state.known = _load_known(config, path)
+    config.pluginmanager.register(_SummaryCollector(state.tally), "gemmguard-summary")
 
-    source = (
-        config.getoption("--gemm-backends") or os.environ.get(ENV_BACKENDS) or config.getini("gemm_backends") or "auto"
-    )
+
+def _load_known(config: pytest.Config, path: str) -> Any:
+    """Read the known-failures file now (a malformed one is one usage-error line). A path from pyproject.toml
+    is relative to the rootdir; one from the command line or the environment, to where pytest runs."""
+    import os
+
+    from . import known
+
+    if config.getoption("--gemm-known") is None and not os.environ.get("GEMMGUARD_KNOWN"):
+        path = os.path.join(str(config.rootpath), path)
     try:
-        selected = parse_backends(str(source), backends.names())
-        max_examples = _positive(config.getoption("--gemm-max-examples"), "--gemm-max-examples") or _positive(
-            config.getini("gemm_max_examples") or None, "gemm_max_examples"
-        )
-        replay = config.getoption("--gemm-replay")
-        if replay is not None and ":" not in replay:
-            raise GemmUsageError(f"--gemm-replay={replay!r}: expected VERSION:BLOB as printed in a failure report")
+        return known.load(path)
     except GemmUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    compiler = Compiler(
-        cache_dir=config.getoption("--gemm-cache-dir"),
-        timeout_s=config.getoption("--gemm-compile-timeout"),
-        dynamic=config.getoption("--gemm-dynamic"),
-    )
-    compiler.activate()
-    options = Options(max_examples, config.getoption("--gemm-seed"), replay, config.getoption("--gemm-repro-dir"))
-    if config.get_verbosity() >= 1:
-        options.progress = lambda line: _live_line(config, line)
-    from .report import Summary
-
-    config.stash[_SESSION] = GemmSession(compiler, options)
-    config.stash[_SUMMARY] = Summary()
-    config.pluginmanager.register(_SummaryCollector(config.stash[_SUMMARY]), "gemmguard-summary")
-    config.stash[_SELECTED] = selected
-    config.pluginmanager.register(bench_plugin, "gemmguard-bench")
-
-
-def _live_line(config: pytest.Config, line: str) -> None:
-    """Write a progress line to the terminal while a test runs (past pytest's output capture)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None or capture is None:
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.write_line(f"    gemmguard {line}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    session = config.stash.get(_SESSION, None)
-    if session is not None:
-        session.compiler.deactivate()
+    state = _state.get(config)
+    if state is not None and state.session is not None:
+        state.session.compiler.deactivate()
+    start = _REGISTRY_MARKS.pop(id(config.pluginmanager), None)
+    if start is not None:
+        from . import backends
+
+        backends.release(start)  # a conftest's registrations and this session's probes end with the session
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
+def _header(config: pytest.Config) -> list[str]:
     from .report import capability_matrix
 
-    selected = config.stash[_SELECTED]
-    session = config.stash[_SESSION]
-    mode = "dynamic" if session.compiler.dynamic else "static"
+    selected = _state.selected(config)
+    compiler = _state.session(config).compiler
+    cache = compiler.cache_dir or "a fresh temporary directory, made on the first compile"
+    mode = "dynamic" if compiler.dynamic else "static"
     return [
-        f"gemmguard: backends {', '.join(selected) or '(none)'}; shapes {mode}; "
-        f"Inductor cache {session.compiler.cache_dir}",
+        f"gemmguard: backends {', '.join(selected) or '(none)'}; shapes {mode}; Inductor cache {cache}",
+        "gemmguard: math per case: TF32 only for tf32 cases; fp16/bf16 reduced-precision reductions off",
         *capability_matrix(selected),
     ]
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The capability header, once GEMM tests are known to be in the run (probing imports torch)."""
+    state = _state.get(session.config)
+    if state is None or not any(_backend_of(item) for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or hasattr(session.config, "workerinput"):
+        return
+    for line in _header(session.config):
+        reporter.write_line(line)
+    state.header_shown = True
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "gemm_backend" in metafunc.fixturenames:
-        selected = metafunc.config.stash[_SELECTED]
+        selected = _state.selected(metafunc.config)
         metafunc.parametrize("gemm_backend", selected, ids=selected)
 
 
@@ -160,27 +114,32 @@ def gemm_backend(request: pytest.FixtureRequest) -> str:
 
 
 class _Runner:
-    def __init__(self, session, backend: str, nodeid: str) -> None:
+    """What `@gemm_case`'s wrapper calls: the Hypothesis loop of one test on one backend."""
+
+    def __init__(self, session: Any, backend: str, nodeid: str) -> None:
         self.session, self.backend, self.nodeid = session, backend, nodeid
 
-    def run_cases(self, test: Callable, spec, fixtures: dict) -> None:
-        self.session.run_cases(test, spec, fixtures, self.backend, self.nodeid)
+    def explore(self, test: Callable, space: Any, fixtures: dict) -> None:
+        from .explore import explore
+
+        explore(self.session, test, space, fixtures, self.backend, self.nodeid)
 
 
 @pytest.fixture(name=RUNNER_FIXTURE)
 def _gemmguard_runner(request: pytest.FixtureRequest, gemm_backend: str) -> _Runner:
-    return _Runner(request.config.stash[_SESSION], gemm_backend, request.node.nodeid)
+    return _Runner(_state.session(request.config), gemm_backend, request.node.nodeid)
 
 
 class ProvenCompile:
     """`gemm_compile(fn, *, weights=())`: compile through the current backend; each call checks that
     the backend's own GEMM kernels ran (else the test ends as unsupported) and keeps the record."""
 
-    def __init__(self, session, backend: str) -> None:
+    def __init__(self, session: Any, backend: str) -> None:
         self.session, self.backend = session, backend
         self.last_record = None
 
     def __call__(self, fn: Callable, *, weights: tuple[int, ...] = ()) -> Callable:
+        from . import backends
         from .compile import run_checked
 
         def run(*inputs):
@@ -194,23 +153,31 @@ class ProvenCompile:
 @pytest.fixture
 def gemm_compile(request: pytest.FixtureRequest, gemm_backend: str) -> ProvenCompile:
     """Compile any function through the backend under test, with provenance (see ProvenCompile)."""
+    from .session import require_backend
+
     require_backend(gemm_backend)
-    return ProvenCompile(request.config.stash[_SESSION], gemm_backend)
+    return ProvenCompile(_state.session(request.config), gemm_backend)
+
+
+def _backend_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("gemm_backend") if callspec is not None else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        backend = getattr(item, "callspec", None) and item.callspec.params.get("gemm_backend")
+        backend = _backend_of(item)
         if backend:
             item.user_properties.append((BACKEND_PROPERTY, backend))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    session = item.config.stash.get(_SESSION, None)
-    if session is None or BACKEND_PROPERTY not in dict(item.user_properties):
+    state = _state.get(item.config)
+    if state is None or state.session is None or BACKEND_PROPERTY not in dict(item.user_properties):
         yield
         return
+    session = state.session
     tally, stats = session.tally.snapshot(), dict(session.compiler.stats)
     yield
     share = session.tally.since(tally)
@@ -218,22 +185,55 @@ def pytest_runtest_call(item: pytest.Item):
     item.user_properties.append((SHARE_PROPERTY, share))
 
 
+def _outcome_of(exc: BaseException, backend: str, state: _state.SharedState) -> tuple[str, str | None, bool]:
+    """(outcome, one-line text or None to keep pytest's own report, skip?) for what a gemm test raised."""
+    if isinstance(exc, Unsupported):
+        # Not a pass and not a failure: the backend's own kernel never ran for this case.
+        return "unsupported", f"gemmguard: {exc}", True
+    if isinstance(exc, BackendUnavailable):
+        if backend in state.explicit and not state.settings["allow_unavailable"]:
+            why = "it was named in --gemm-backends (pass --gemm-allow-unavailable to skip it instead)"
+            return "unavailable", f"gemmguard: {exc}; failing because {why}", False
+        return "unavailable", f"gemmguard: {exc}", True
+    if isinstance(exc, (CompileTimeout, BackendCrashed, KnownFailureFixed)):
+        notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))
+        return "failed", f"gemmguard: {exc}{notes}", False
+    if isinstance(exc, (UserCodeError, GemmUsageError)):
+        return "error", None, False  # the test's own error: pytest's traceback points into the test
+    if isinstance(exc, (AssertionError, GemmguardError)):
+        return "failed", None, False
+    return "error", None, False
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is not None and call.excinfo.errisinstance(Unsupported):
-        # Not a pass and not a failure: the backend's own kernel never ran for this case.
+    backend = dict(item.user_properties).get(BACKEND_PROPERTY)
+    state = _state.get(item.config)
+    if backend is None or state is None or call.excinfo is None:
+        return
+    if call.excinfo.errisinstance(pytest.xfail.Exception):
+        report.user_properties = [*report.user_properties, (OUTCOME_PROPERTY, "xfailed")]
+        return
+    if call.excinfo.errisinstance(pytest.skip.Exception):
+        return
+    kind, text, skip = _outcome_of(call.excinfo.value, backend, state)
+    report.user_properties = [*report.user_properties, (OUTCOME_PROPERTY, kind)]
+    if skip:
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"{UNSUPPORTED_PREFIX} {call.excinfo.value}")
+        report.longrepr = (str(item.path), item.location[1] or 0, text)
+    elif text is not None:
+        report.outcome = "failed"
+        report.longrepr = text
 
 
 class _SummaryCollector:
     """Registered per pytest config: counts from reports alone, so it works where the summary is
     printed, including the pytest-xdist controller, which never runs a test itself."""
 
-    def __init__(self, summary) -> None:
-        self.summary = summary
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
@@ -241,30 +241,36 @@ class _SummaryCollector:
         if not backend:
             return
         if report.when == "call" or report.outcome != "passed":
-            self.summary.add_outcome(backend, _classify(report))
+            self.tally.add_outcome(backend, props.get(OUTCOME_PROPERTY) or report.outcome)
         if report.when == "call" and SHARE_PROPERTY in props:
-            self.summary.add_share(props[SHARE_PROPERTY])
+            self.tally.add_share(props[SHARE_PROPERTY])
 
 
-def _classify(report: pytest.TestReport) -> str:
-    if report.passed:
-        return "passed"
-    if report.failed:
-        return "failed"
-    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    if "unsupported" in reason:
-        return "unsupported"
-    if UNAVAILABLE_PREFIX in reason:
-        return "unavailable"
-    return "skipped"
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run in which GEMM tests were selected but no backend ran anything is not green."""
+    state = _state.get(session.config)
+    if state is None or hasattr(session.config, "workerinput") or not state.tally.outcomes:
+        return
+    if not state.tally.ran_anything() and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    session, summary = config.stash.get(_SESSION, None), config.stash.get(_SUMMARY, None)
-    if session is None or summary is None or not summary.outcomes:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = _state.get(config)
+    if state is None or not state.tally.outcomes:
         return
     from .report import results_table
 
     terminalreporter.section("gemmguard results")
-    for line in results_table(config.stash[_SELECTED], summary, session.compiler.dynamic):
+    if not state.header_shown:  # pytest-xdist: the workers collected, so the header was not printed here
+        for line in _header(config):
+            terminalreporter.write_line(line)
+    dynamic = bool(state.settings["dynamic"])
+    for line in results_table(_state.selected(config), state.tally, dynamic):
         terminalreporter.write_line(line)
+    if not state.tally.ran_anything():
+        terminalreporter.write_line(
+            "gemmguard: no selected backend ran anything (every GEMM test was unsupported or unavailable): "
+            "this run tested nothing, so it does not pass"
+        )

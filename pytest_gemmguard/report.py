@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import Counter
 
 from . import backends
+from .tally import Tally
 
 
 def capability_matrix(selected: list[str]) -> list[str]:
@@ -18,31 +18,14 @@ def capability_matrix(selected: list[str]) -> list[str]:
     return lines
 
 
-@dataclass
-class Summary:
-    """Everything the results table shows, gathered from test reports only (see runner.Tally)."""
-
-    outcomes: dict = field(default_factory=lambda: defaultdict(Counter))  # backend -> test outcomes
-    counts: Counter = field(default_factory=Counter)  # (backend, what) -> examples or seconds
-    reasons: Counter = field(default_factory=Counter)  # (backend, reason) -> examples
-    compiler: Counter = field(default_factory=Counter)  # compiles, compile_s, reused_calls
-
-    def add_outcome(self, backend: str, outcome: str) -> None:
-        self.outcomes[backend][outcome] += 1
-
-    def add_share(self, share: dict) -> None:
-        for backend, what, n in share.get("counts", ()):
-            self.counts[(backend, what)] += n
-        for backend, reason, n in share.get("reasons", ()):
-            self.reasons[(backend, reason)] += n
-        self.compiler.update(share.get("compiler", {}))
-
-
-def results_table(selected: list[str], summary: Summary, dynamic: bool) -> list[str]:
-    """Per backend: tests passed / unsupported / failed / unavailable; examples verified; compile time."""
+def results_table(selected: list[str], summary: Tally, dynamic: bool) -> list[str]:
+    """Per backend: tests passed / unsupported / failed / unavailable; examples verified; compile time; then
+    tests that ended in their own error (never counted as the backend's failure)."""
+    width = max([9, *(len(n) for n in selected)])
     head = (
-        f"{'backend':9s} {'passed':>6s} {'unsup.':>6s} {'failed':>6s} {'unavail':>7s} | "
-        f"{'verified':>8s} {'unsup.':>6s} {'failed':>6s} {'fused':>5s} {'compile s':>9s} {'cases/min':>9s}"
+        f"{'backend':{width}s} {'passed':>6s} {'unsup.':>6s} {'failed':>6s} {'unavail':>7s} | "
+        f"{'verified':>8s} {'unsup.':>6s} {'failed':>6s} {'fused':>5s} {'compile s':>9s} {'cases/min':>9s} | "
+        f"{'test error':>10s} {'xfail':>5s} {'xpass':>5s}"
     )
     lines = [head, "-" * len(head)]
     for name in selected:
@@ -54,9 +37,9 @@ def results_table(selected: list[str], summary: Summary, dynamic: bool) -> list[
         busy, verified = n("check_s"), int(n("verified"))
         rate = f"{60 * verified / busy:9.1f}" if busy > 0 and verified else f"{'-':>9s}"
         lines.append(
-            f"{name:9s} {t['passed']:6d} {t['unsupported']:6d} {t['failed']:6d} {t['unavailable']:7d} | "
+            f"{name:{width}s} {t['passed']:6d} {t['unsupported']:6d} {t['failed']:6d} {t['unavailable']:7d} | "
             f"{verified:8d} {int(n('unsupported')):6d} {int(n('failed')):6d} {int(n('fused')):5d} "
-            f"{n('compile_s'):9.1f} {rate}"
+            f"{n('compile_s'):9.1f} {rate} | {t['error']:10d} {t['xfailed']:5d} {int(n('xpassed')):5d}"
         )
     c = summary.compiler
     lines.append(

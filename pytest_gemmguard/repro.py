@@ -12,14 +12,15 @@ import dataclasses
 import inspect
 import os
 import re
-import tempfile
 import textwrap
 from collections.abc import Callable
 from typing import Any
 
 from . import cases
+from .files import write_text_atomic
 from .ops import DTYPES, OPS, SCALE, STEPS, output_dtype
 from .oracle import Float64ScaledMM
+from .precision import describe
 
 
 def _case_function_source(case: cases.GemmCase) -> str:
@@ -54,18 +55,40 @@ def _user_function_source(fn: Callable[..., Any]) -> str:
     return "def fn(*args):\n    raise SystemExit('paste the function under test here')  # from: " + src.strip()
 
 
+def _options_source(backend) -> tuple[str, bool]:
+    """`INDUCTOR_OPTIONS = {...}` as Python source, and whether it needs gemmguard itself. Literal values are
+    written as they are; an object (a graph pass) is rebuilt from the expression its backend names in
+    `repro_option_sources`; one that cannot be written at all is left out, and the script says so."""
+    literal, lines, needs_gemmguard = {}, [], False
+    rebuilt = backend.repro_option_sources()
+    for key, value in backend.inductor_options().items():
+        try:
+            ast.literal_eval(repr(value))
+            literal[key] = value
+        except (ValueError, SyntaxError):
+            if key in rebuilt:
+                module, expr = rebuilt[key]
+                lines += [f"from {module} import {expr.split('(')[0]}", f"INDUCTOR_OPTIONS[{key!r}] = {expr}"]
+                needs_gemmguard = needs_gemmguard or module.startswith("pytest_gemmguard")
+            else:
+                lines.append(f"# option {key!r} left out: {type(value).__name__} cannot be written as source")
+    return "\n".join([f"INDUCTOR_OPTIONS = {literal!r}", *lines]), needs_gemmguard
+
+
 def script(case, backend, fn, verdict, dynamic: bool) -> str:
-    spec = OPS[case.op]
+    op_spec = OPS[case.op]
     args_roles, extra_roles = cases.input_roles(case)
     roles = args_roles + extra_roles
-    weights = list(spec.weight_positions) if backend.freezes_weights else []
-    n_inputs = len(spec.arg_names) if fn is not None else len(roles)
+    weights = list(op_spec.weight_positions) if backend.freezes_weights else []
+    n_inputs = len(op_spec.arg_names) if fn is not None else len(roles)
     body = _user_function_source(fn) if fn is not None else _case_function_source(case)
-    mm = verdict.mismatch
-    index, tol = (mm.index, mm.tolerance) if mm is not None and mm.index else ((), float("inf"))
+    mismatch = verdict.mismatch
+    index, tol = (mismatch.index, mismatch.tolerance) if mismatch is not None and mismatch.index else ((), float("inf"))
+    options, needs_gemmguard = _options_source(backend)
+    needs = "torch and pytest_gemmguard (the route's graph pass)" if needs_gemmguard else "torch only"
     return f"""# gemmguard repro: {case.describe()} on backend {backend.name}
 # {verdict.summary()}
-# Run: python {{this file}}  (needs torch only). Exit status 1 while the bug is present.
+# Run: python {{this file}}  (needs {needs}). Exit status 1 while the bug is present.
 from __future__ import annotations  # the embedded helpers keep gemmguard's type hints, unevaluated
 
 import hashlib
@@ -78,7 +101,7 @@ DTYPES = {{{", ".join(f"{k!r}: {v}" for k, v in DTYPES.items())}}}
 STORAGE_OFFSET = {cases.STORAGE_OFFSET}
 SCALE = {SCALE!r}
 CASE = {dataclasses.asdict(case)!r}
-INDUCTOR_OPTIONS = {backend.inductor_options()!r}
+{options}
 DEVICE = {backend.device()!r}
 
 
@@ -112,8 +135,11 @@ class Frozen(torch.nn.Module):
         return fn(*[ws[i] if i in ws else next(it) for i in range(len(args))])
 
 
-# float32 GEMMs run as the case says: TF32 for a "tf32" case, IEEE float32 otherwise.
+# The math the case ran in ({describe(case.dtype)}): TF32 for a "tf32" case, IEEE float32 otherwise,
+# and no half-precision (split-K) reductions in cuBLAS for fp16/bf16.
 torch.backends.cuda.matmul.allow_tf32 = {case.dtype == "tf32"!r}
+torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 # Patched globally, not passed as torch.compile(options=...): Dynamo itself reads `freezing`.
 with torch.no_grad(), inductor_config.patch(INDUCTOR_OPTIONS):
     compiled = torch.compile(Frozen().eval(), dynamic={dynamic})
@@ -130,18 +156,18 @@ if index:
 
 
 def write(directory: str, gemm, fn, backend, verdict, dynamic: bool) -> str | None:
-    """Write the repro script atomically; returns its path (None if the directory is not writable)."""
+    """Write the repro script atomically; returns its path (None if the directory is not writable).
+
+    The script is compiled before it is written: a repro that is not valid Python is gemmguard's bug, and
+    must fail loudly here (every test that writes one then proves the script parses), not in a user's hands."""
     # The test id already ends in [backend]; a bare case (no test) is named after the backend.
     label = gemm._test_id.split("::")[-1] or f"case-{backend.name}"
     # "repro_" first: a file named test_*.py would be collected by the user's next pytest run.
     name = "repro_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
+    path = os.path.join(directory, f"{name}.py")
+    text = script(gemm.case, backend, fn, verdict, dynamic)
+    compile(text, path, "exec")
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(script(gemm.case, backend, fn, verdict, dynamic))
-        path = os.path.join(directory, f"{name}.py")
-        os.replace(tmp, path)
-        return path
+        return write_text_atomic(path, text)
     except OSError:
         return None

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from .cases import LAYOUTS, CaseSpec, GemmCase, shape_fits, valid_ops
+from .cases import LAYOUTS, GemmCase
 from .ops import OPS, STEPS, chain_name, default_dtypes, op_takes
+from .space import CaseSpace, case_space, shape_fits, valid_ops
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
 
@@ -65,20 +66,24 @@ def gemm_cases(
     shapes: list[tuple[int, ...]] | None = None,
     seed: int = 0,
 ) -> st.SearchStrategy[GemmCase]:
-    """GemmCases for `device`, narrowed like `@gemm_case` (lists of names; None means all).
+    """GemmCases for `device`, narrowed like `@gemm_case` (lists of names; None means all; a bad name is
+    the same one-line GemmUsageError `@gemm_case` gives).
 
     Only cases valid by the op's own contract are drawn: float8 goes with the scaled ops (B column-
     major, N and K multiples of 16); tf32 only where the device has it, unless asked for by name."""
+    space = case_space("gemm_cases", ops=ops, dtypes=dtypes, epilogues=epilogues, layouts=layouts, shapes=shapes)
+    return cases_in(space, device, seed)
+
+
+def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[GemmCase]:
+    """The strategy of a validated CaseSpace (what `gemm_cases` and the `@gemm_case` runner draw from)."""
     limits = SizeLimits.for_device(device)
-    spec = CaseSpec(
-        ops=tuple(ops) if ops else None, dtypes=tuple(dtypes) if dtypes else None,
-        layouts=tuple(layouts) if layouts else None, shapes=tuple(map(tuple, shapes)) if shapes else None,
-    )  # fmt: skip
-    dtypes_ = list(dtypes or default_dtypes(device))
-    ops_ = valid_ops(spec, dtypes_)
-    layouts_ = list(layouts or LAYOUTS)
+    shapes, epilogues = space.shapes, space.epilogues
+    dtypes_ = list(space.dtypes or default_dtypes(device))
+    ops_ = valid_ops(space, dtypes_)
+    layouts_ = list(space.layouts or LAYOUTS)
     epilogue_st = st.sampled_from(list(epilogues)) if epilogues else epilogue_chains()
-    # Only shapes some op can take (make_spec refuses the rest with a usage error).
+    # Only shapes some op can take (case_space refuses the rest with a usage error).
     usable_shapes = [s for s in shapes or () if any(shape_fits(o, s) for o in ops_)]
 
     @st.composite
@@ -107,20 +112,20 @@ def _round_up(x: int, multiple: int) -> int:
     return -(-x // multiple) * multiple
 
 
-def regime_tour(spec: CaseSpec, device: str, seed: int = 0) -> list[GemmCase]:
+def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
     """A handful of explicit cases that together visit every op, dtype, layout, epilogue step and size
-    regime the spec allows: about as long as the longest list, not their product."""
+    regime the space allows: about as long as the longest list, not their product."""
     limits = SizeLimits.for_device(device)
-    dtypes = list(spec.dtypes or default_dtypes(device))
-    ops = valid_ops(spec, dtypes)
-    layouts = list(spec.layouts or LAYOUTS)
-    if spec.epilogues:
-        chains = list(spec.epilogues)
+    dtypes = list(space.dtypes or default_dtypes(device))
+    ops = valid_ops(space, dtypes)
+    layouts = list(space.layouts or LAYOUTS)
+    if space.epilogues:
+        chains = list(space.epilogues)
     else:
         steps = list(STEPS)
         chains = ["none"] + [chain_name(tuple(steps[i : i + 2])) for i in range(0, len(steps), 2)]
-    if spec.shapes:
-        sizes = [tuple(s) for s in spec.shapes]
+    if space.shapes:
+        sizes = [tuple(s) for s in space.shapes]
     else:
         past = 1 << (min(limits.mn, limits.k).bit_length() - 2)
         sizes = [
@@ -143,7 +148,7 @@ def regime_tour(spec: CaseSpec, device: str, seed: int = 0) -> list[GemmCase]:
             break
         op = ops[i % len(ops)]
         # valid_ops kept only ops that suit at least one explicit shape, so `fitting` is never empty.
-        fitting = [s for s in sizes if shape_fits(op, s)] if spec.shapes else sizes
+        fitting = [s for s in sizes if shape_fits(op, s)] if space.shapes else sizes
         size = fitting[i % len(fitting)]
         if len(size) == 3:
             size = (1, *size)
@@ -151,7 +156,7 @@ def regime_tour(spec: CaseSpec, device: str, seed: int = 0) -> list[GemmCase]:
         if not OPS[op].batched:
             batch = 0
         else:
-            batch = max(batch, 3) if not spec.shapes else batch  # batches > 2
+            batch = max(batch, 3) if not space.shapes else batch  # batches > 2
         align = OPS[op].align
         n, k = _round_up(n, align), _round_up(k, align)
         dtype = _first_unvisited([d for d in dtypes if any(op_takes(op, d, lay) for lay in layouts)], seen_dtypes, i)

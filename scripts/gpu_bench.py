@@ -67,7 +67,7 @@ def bench_one(backend_name: str, case_row) -> dict:
             row["nvcc_s"] = round(nvcc1[0] - nvcc0[0], 2)
             row["nvcc_builds"] = nvcc1[1] - nvcc0[1]
         expected, tol = oracle.case_reference(case, inputs)
-        verdict = oracle.compare(out, expected, tol, DTYPES[case.out_dtype])
+        verdict = oracle.judge(out, expected, tol, DTYPES[case.out_dtype])
         row["correct"] = verdict.ok
         row["max_err_ratio"] = round(verdict.max_ratio, 4)
         kernels = []

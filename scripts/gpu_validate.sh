@@ -54,7 +54,7 @@ fi
 export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
 command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
 # The plugin loads from the tree unless it is installed (then its entry point loads it).
-plugin=(-p pytest_gemmguard.plugin)
+plugin=(-p pytest_gemmguard.plugin -p pytest_gemmguard.bench.plugin)
 python3 -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.name == 'gemmguard' for e in m.entry_points(group='pytest11')) else 1)" && plugin=()
 
 # ---- environment

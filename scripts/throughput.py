@@ -49,8 +49,9 @@ def run_mode(mode: str, backend: str, n: int, seed: int, space: str) -> dict:
     import torch
 
     from pytest_gemmguard.compile import Compiler
-    from pytest_gemmguard.errors import Unsupported
-    from pytest_gemmguard.runner import Gemm, GemmMismatch, GemmSession, Options
+    from pytest_gemmguard.errors import GemmMismatch, Unsupported
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.session import GemmSession, Options
 
     cases = draw(n, seed, space)
     compiler = Compiler(dynamic=(mode == "dynamic"))

@@ -293,7 +293,7 @@ def peak_check(device: str, dtype: str) -> tuple[dict, Any]:
     """The fixture's peak, a second measurement with its per-shape detail, and the old single-size peak."""
     import torch
 
-    from pytest_gemmguard.bench.fixture import BenchContext, Settings
+    from pytest_gemmguard.bench.context import BenchContext, Settings
     from pytest_gemmguard.bench.timing import TimingOptions, library_peak, time_callable
     from pytest_gemmguard.ops import DTYPES
 

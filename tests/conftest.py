@@ -10,8 +10,20 @@ pytest_plugins = ["pytester"]
 @pytest.fixture(scope="session", autouse=True)
 def _inductor_imported():
     """pytester's in-process runs drop modules first imported inside them, and torch cannot register
-    its operator libraries twice: import everything a compile touches once, out here."""
+    its operator libraries twice (nor can Hypothesis's strategies be two classes at once): import
+    everything a compile or a drawn case touches once, out here. gemmguard itself loads lazily (its plugins
+    import no torch), so its modules are imported here too."""
+    import importlib
+    import pkgutil
+
+    import hypothesis.strategies  # noqa: F401
     import torch
+
+    import pytest_gemmguard
+
+    for module in pkgutil.walk_packages(pytest_gemmguard.__path__, "pytest_gemmguard."):
+        if not module.name.endswith("__main__"):  # a command, not a module to import
+            importlib.import_module(module.name)
     import torch._inductor.config as inductor_config
     import torch._inductor.custom_graph_pass
 

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from pytest_gemmguard.bench.budget import Budget, check
-from pytest_gemmguard.bench.fixture import Measurement
+from pytest_gemmguard.bench.measurement import Measurement
 
 PLANT = '''
 import os
@@ -54,8 +54,7 @@ class SlowCompile(AtenBackend):
         return options
 
 
-if SlowCompile.name not in backends.names():
-    backends.register(SlowCompile())
+backends.register(SlowCompile())
 '''
 
 TEST = """

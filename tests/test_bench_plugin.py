@@ -89,7 +89,9 @@ def test_aa_passes_and_planted_2x_slowdown_fails(bench_dir, monkeypatch):
     # A/A: the same code again passes.
     again = bench_dir.runpytest_inprocess(*COMMON, f"--gemm-baseline={base}")
     again.assert_outcomes(passed=2)
-    assert " ok" in again.stdout.str()
+    # The benchmark row carries the verdict "ok" (compared against the baseline and within budget).
+    verdicts = [line.split()[-1] for line in again.stdout.lines if line.startswith("aten ") and "ms" in line]
+    assert verdicts == ["ok"], again.stdout.str()
 
     # A planted 2x slowdown fails, with the numbers, the baseline's and the threshold.
     monkeypatch.setenv("GG_PLANT", "1")

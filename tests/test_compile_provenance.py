@@ -146,7 +146,7 @@ def test_frozen_weights_that_differ_only_in_storage_offset_are_not_shared(compil
 def test_every_weight_layout_can_be_keyed_for_freezing():
     """A 1x1 strided weight counts as contiguous in torch yet has stride 2: keying it once crashed."""
     from pytest_gemmguard.cases import LAYOUTS
-    from pytest_gemmguard.compile import _content_key
+    from pytest_gemmguard.frozen import content_key as _content_key
 
     for layout in LAYOUTS:
         for n, k in ((1, 1), (1, 3), (3, 1), (4, 5)):
@@ -158,7 +158,9 @@ def test_a_frozen_weight_compile_never_serves_the_same_values_stored_otherwise(t
     """Inductor's FX graph cache served the graph compiled for a weight with a storage offset (wrong on
     torch 2.13: a CPP template bug) to the same values stored compactly, failing a contiguous case whose
     own compile is right. With the cache on (the old setting) the second check below fails."""
-    from pytest_gemmguard.runner import Gemm, GemmMismatch, GemmSession, Options
+    from pytest_gemmguard.errors import GemmMismatch
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.session import GemmSession, Options
 
     session = GemmSession(Compiler(), Options(repro_dir=str(tmp_path)))
     offset = GemmCase("mm", 10, 1, 1, dtype="bfloat16", layout="offset", seed=20261130)

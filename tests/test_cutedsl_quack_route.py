@@ -15,8 +15,9 @@ from pytest_gemmguard.backends.base import Probe
 from pytest_gemmguard.backends.cpp import CppBackend
 from pytest_gemmguard.cases import GemmCase
 from pytest_gemmguard.compile import Compiler
-from pytest_gemmguard.errors import Unsupported
-from pytest_gemmguard.runner import Gemm, GemmMismatch, GemmSession, Options
+from pytest_gemmguard.errors import GemmMismatch, Unsupported
+from pytest_gemmguard.gemm import Gemm
+from pytest_gemmguard.session import GemmSession, Options
 
 ROUTE = "cpu-quack-route"
 PRIMARY = "cpu-cpp-then-quack"

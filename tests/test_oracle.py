@@ -25,7 +25,7 @@ def _eager(case):
 def test_eager_pytorch_is_well_inside_the_tolerance(case):
     """Loose enough: eager PyTorch in the same dtype never uses more than half the tolerance."""
     _inputs, expected, tol, out = _eager(case)
-    verdict = oracle.compare(out, expected, tol, DTYPES[case.out_dtype])
+    verdict = oracle.judge(out, expected, tol, DTYPES[case.out_dtype])
     assert verdict.ok, verdict.mismatch
     assert verdict.max_ratio < 0.5
 
@@ -34,7 +34,7 @@ def test_eager_pytorch_is_well_inside_the_tolerance(case):
 def test_eager_at_large_k_uses_little_of_the_tolerance(dtype):
     case = GemmCase("mm", 64, 64, 4096, dtype=dtype)
     _inputs, expected, tol, out = _eager(case)
-    assert oracle.compare(out, expected, tol, DTYPES[dtype]).max_ratio < 0.5
+    assert oracle.judge(out, expected, tol, DTYPES[dtype]).max_ratio < 0.5
 
 
 def _half_accumulating_mm(a, b, chunk=16):
@@ -53,7 +53,7 @@ def test_half_precision_accumulation_is_caught(dtype, k):
     case = GemmCase("mm", 32, 32, k, dtype=dtype)
     inputs = build_inputs(case, "cpu")
     expected, tol = oracle.case_reference(case, inputs)
-    verdict = oracle.compare(_half_accumulating_mm(*inputs.args), expected, tol, DTYPES[dtype])
+    verdict = oracle.judge(_half_accumulating_mm(*inputs.args), expected, tol, DTYPES[dtype])
     assert not verdict.ok
     assert verdict.max_ratio > 3
 
@@ -65,7 +65,7 @@ def test_float32_error_of_one_ulp_per_term_is_caught():
     expected, tol = oracle.case_reference(case, inputs)
     a, b = inputs.args
     wrong = (a.bfloat16() @ b.bfloat16()).float()
-    assert not oracle.compare(wrong, expected, tol, torch.float32).ok
+    assert not oracle.judge(wrong, expected, tol, torch.float32).ok
 
 
 def _simple():
@@ -78,7 +78,7 @@ def _simple():
 def test_unwritten_element_fails_as_unwritten():
     expected, tol, out = _simple()
     out[2, 3] = float("nan")
-    verdict = oracle.compare(out, expected, tol, torch.float32)
+    verdict = oracle.judge(out, expected, tol, torch.float32)
     assert not verdict.ok and verdict.mismatch.kind == "unwritten" and verdict.mismatch.index == (2, 3)
     assert verdict.mismatch.bad == 1
 
@@ -86,7 +86,7 @@ def test_unwritten_element_fails_as_unwritten():
 def test_inf_never_passes_where_the_reference_is_finite():
     expected, tol, out = _simple()
     out[0, 0] = float("inf")
-    verdict = oracle.compare(out, expected, tol, torch.float32)
+    verdict = oracle.judge(out, expected, tol, torch.float32)
     assert not verdict.ok and verdict.mismatch.kind == "nonfinite"
 
 
@@ -94,15 +94,15 @@ def test_overflow_inf_passes_only_where_the_reference_overflows_too():
     expected = torch.tensor([[1e6, 1.0]], dtype=torch.float64)  # 1e6 overflows float16
     tol = torch.full_like(expected, 1e-3)
     good = torch.tensor([[math.inf, 1.0]], dtype=torch.float16)
-    assert oracle.compare(good, expected, tol, torch.float16).ok
+    assert oracle.judge(good, expected, tol, torch.float16).ok
     wrong_sign = torch.tensor([[-math.inf, 1.0]], dtype=torch.float16)
-    assert not oracle.compare(wrong_sign, expected, tol, torch.float16).ok
+    assert not oracle.judge(wrong_sign, expected, tol, torch.float16).ok
 
 
 def test_wrong_shape_and_dtype_are_reported():
     expected, tol, out = _simple()
-    assert oracle.compare(out[:-1], expected, tol, torch.float32).mismatch.kind == "shape"
-    assert oracle.compare(out.double(), expected, tol, torch.float32).mismatch.kind == "dtype"
+    assert oracle.judge(out[:-1], expected, tol, torch.float32).mismatch.kind == "shape"
+    assert oracle.judge(out.double(), expected, tol, torch.float32).mismatch.kind == "dtype"
 
 
 @given(st.sampled_from(["none", "bias+relu", "gelu+scale", "residual+cast", "silu+tanh+sigmoid"]))
@@ -115,9 +115,9 @@ def test_any_faithful_rounding_passes_and_ten_percent_off_fails(epilogue):
     nearest = expected.to(dtype)
     toward = torch.where(nearest.double() > expected, -math.inf, math.inf).to(dtype)
     other = torch.nextafter(nearest, toward)
-    assert oracle.compare(nearest, expected, tol, dtype).ok
-    assert oracle.compare(other, expected, tol, dtype).ok
-    assert not oracle.compare((out.double() * 1.1 + 0.1).to(dtype), expected, tol, dtype).ok
+    assert oracle.judge(nearest, expected, tol, dtype).ok
+    assert oracle.judge(other, expected, tol, dtype).ok
+    assert not oracle.judge((out.double() * 1.1 + 0.1).to(dtype), expected, tol, dtype).ok
 
 
 # ---------------------------------------------------------------- float8 and tf32
@@ -135,7 +135,7 @@ def test_a_tf32_kernel_that_truncates_its_operands_passes(k):
     inputs = build_inputs(case, "cpu")
     expected, tol = oracle.case_reference(case, inputs)
     a, b = inputs.args
-    verdict = oracle.compare(_tf32_truncate(a) @ _tf32_truncate(b), expected, tol, torch.float32)
+    verdict = oracle.judge(_tf32_truncate(a) @ _tf32_truncate(b), expected, tol, torch.float32)
     assert verdict.ok and verdict.max_ratio < 0.7, verdict.summary()
 
 
@@ -145,7 +145,7 @@ def test_tf32_math_in_a_float32_case_is_caught():
     inputs = build_inputs(case, "cpu")
     expected, tol = oracle.case_reference(case, inputs)
     a, b = inputs.args
-    assert not oracle.compare(_tf32_truncate(a) @ _tf32_truncate(b), expected, tol, torch.float32).ok
+    assert not oracle.judge(_tf32_truncate(a) @ _tf32_truncate(b), expected, tol, torch.float32).ok
 
 
 def test_a_tf32_kernel_that_drops_a_slice_of_k_is_caught():
@@ -153,7 +153,7 @@ def test_a_tf32_kernel_that_drops_a_slice_of_k_is_caught():
     inputs = build_inputs(case, "cpu")
     expected, tol = oracle.case_reference(case, inputs)
     a, b = inputs.args
-    assert not oracle.compare(a[:, :-8] @ b[:-8], expected, tol, torch.float32).ok
+    assert not oracle.judge(a[:, :-8] @ b[:-8], expected, tol, torch.float32).ok
 
 
 def _narrow_accumulator_scaled_mm(a, b, scale_a, scale_b, block=128, step=32):
@@ -174,9 +174,9 @@ def _narrow_accumulator_scaled_mm(a, b, scale_a, scale_b, block=128, step=32):
 def test_float8_eager_and_a_narrow_accumulator_pass(op, k):
     case = GemmCase(op, 48, 64, k, dtype="float8_e4m3fn", layout="transposed_b")
     inputs, expected, tol, out = _eager(case)
-    assert oracle.compare(out, expected, tol, torch.bfloat16).max_ratio < 0.5
+    assert oracle.judge(out, expected, tol, torch.bfloat16).max_ratio < 0.5
     narrow = _narrow_accumulator_scaled_mm(*inputs.args)
-    assert oracle.compare(narrow, expected, tol, torch.bfloat16).ok
+    assert oracle.judge(narrow, expected, tol, torch.bfloat16).ok
 
 
 @pytest.mark.parametrize("k", [32, 4096])
@@ -191,7 +191,7 @@ def test_float8_defects_are_caught(k):
     flipped_rows = torch._scaled_mm(a, b, sa.flip(0), sb, out_dtype=bf16)
     lost_tail = torch._scaled_mm(a[:, :-16].contiguous(), b[:-16], sa, sb, out_dtype=bf16)
     for wrong in (no_scale_b, flipped_rows, lost_tail):
-        assert not oracle.compare(wrong, expected, tol, bf16).ok
+        assert not oracle.judge(wrong, expected, tol, bf16).ok
 
 
 def test_the_float64_reference_evaluates_scaled_mm_exactly():

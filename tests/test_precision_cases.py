@@ -6,8 +6,9 @@ import torch
 from pytest_gemmguard.cases import GemmCase
 from pytest_gemmguard.compile import Compiler
 from pytest_gemmguard.errors import Unsupported
-from pytest_gemmguard.ops import math_precision
-from pytest_gemmguard.runner import Gemm, GemmSession, Options
+from pytest_gemmguard.gemm import Gemm
+from pytest_gemmguard.precision import math_precision
+from pytest_gemmguard.session import GemmSession, Options
 
 
 @pytest.fixture
@@ -53,10 +54,93 @@ def test_a_user_on_the_new_tf32_api_is_not_broken():
 
     code = (
         "import torch\n"
-        "from pytest_gemmguard.ops import math_precision\n"
+        "from pytest_gemmguard.precision import math_precision\n"
         "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
         "with math_precision('float32'):\n"
         "    assert torch.backends.cuda.matmul.fp32_precision == 'ieee'\n"
         "assert torch.backends.cuda.matmul.fp32_precision == 'tf32'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_case_switches_reduced_precision_reductions_off_and_restores_them():
+    matmul = torch.backends.cuda.matmul
+    before = (matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction)
+    matmul.allow_fp16_reduced_precision_reduction = True
+    matmul.allow_bf16_reduced_precision_reduction = True
+    try:
+        with math_precision("float16"):
+            assert not matmul.allow_fp16_reduced_precision_reduction
+            assert not matmul.allow_bf16_reduced_precision_reduction
+        assert matmul.allow_fp16_reduced_precision_reduction and matmul.allow_bf16_reduced_precision_reduction
+    finally:
+        matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction = before
+
+
+HALF_SPLIT_K = '''
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class HalfSplitK(CustomGraphPass):
+    """What cuBLAS does with reduced-precision reductions allowed: split K in four, store each partial
+    product in the half-precision output dtype, add the partials (a real graph pass, real compiles)."""
+
+    def __call__(self, graph):
+        for node in list(graph.nodes):
+            if node.target is not torch.ops.aten.mm.default or node.meta["val"].dtype == torch.float32:
+                continue
+            a, b = node.args
+            k = a.meta["val"].shape[1]
+            bounds = [k * i // 4 for i in range(5)]
+            with graph.inserting_before(node):
+                total = None
+                for lo, hi in zip(bounds, bounds[1:]):
+                    if hi == lo:
+                        continue
+                    sa = graph.call_function(torch.ops.aten.slice.Tensor, (a, 1, lo, hi))
+                    sb = graph.call_function(torch.ops.aten.slice.Tensor, (b, 0, lo, hi))
+                    part = graph.call_function(torch.ops.aten.mm.default, (sa, sb))
+                    total = part if total is None else graph.call_function(torch.ops.aten.add.Tensor, (total, part))
+            node.replace_all_uses_with(total)
+            graph.erase_node(node)
+
+    def uuid(self):
+        return "gemmguard-test-half-split-k"
+
+
+class ReducedPrecisionReduction(AtenBackend):
+    name = "half-split-k"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": HalfSplitK()}
+
+
+backends.register(ReducedPrecisionReduction())
+'''
+
+SPLIT_K_TEST = """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float16", "bfloat16"], epilogues=["none"], shapes=[(24, 40, 160), (16, 33, 128)])
+def test_half_mm(gemm):
+    gemm.check()
+"""
+
+
+def test_a_kernel_that_reduces_split_k_partials_in_half_precision_fails(pytester):
+    """gemmguard switched reduced-precision reductions off for the case, so a kernel that still adds split-K
+    partials in fp16/bf16 breaks the contract: the oracle must catch it, while plain ATen passes."""
+    pytester.makeconftest(HALF_SPLIT_K)
+    pytester.makepyfile(SPLIT_K_TEST)
+    common = ("--gemm-max-examples=4", "-p", "no:cacheprovider")
+    planted = pytester.runpytest_inprocess("--gemm-backends=half-split-k", *common)
+    planted.assert_outcomes(failed=1)
+    out = planted.stdout.str()
+    assert "half-split-k produced a wrong result" in out
+    assert "flags:    TF32 off; fp16/bf16 reduced-precision reductions off" in out
+    clean = pytester.runpytest_inprocess("--gemm-backends=aten", *common)
+    clean.assert_outcomes(passed=1)

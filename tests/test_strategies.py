@@ -4,9 +4,10 @@ import pytest
 import torch
 from hypothesis import find, given, settings
 
-from pytest_gemmguard.cases import LAYOUTS, CaseSpec, GemmCase, build_inputs
+from pytest_gemmguard.cases import LAYOUTS, GemmCase, build_inputs
 from pytest_gemmguard.ops import OPS, STEPS, default_dtypes, op_takes
-from pytest_gemmguard.runner import Options
+from pytest_gemmguard.session import Options
+from pytest_gemmguard.space import CaseSpace
 from pytest_gemmguard.strategies import PRIMES, gemm_cases, regime_tour
 
 
@@ -42,7 +43,7 @@ EVERY_REGIME = every_regime("cpu")
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_the_regime_tour_covers_every_regime_within_the_default_budget(device):
-    tour = regime_tour(CaseSpec(), device)
+    tour = regime_tour(CaseSpace(), device)
     assert len(tour) < Options().default_examples[device]
     assert _regimes(tour) >= every_regime(device), every_regime(device) - _regimes(tour)
     assert all(op_takes(c.op, c.dtype, c.layout) for c in tour)
@@ -63,7 +64,7 @@ def test_drawn_cases_keep_each_ops_contract(case):
 
 
 def test_the_tour_respects_a_narrowed_spec():
-    spec = CaseSpec(ops=("linear",), dtypes=("bfloat16",), epilogues=("none", "gelu"), shapes=((5, 7, 9),))
+    spec = CaseSpace(ops=("linear",), dtypes=("bfloat16",), epilogues=("none", "gelu"), shapes=((5, 7, 9),))
     tour = regime_tour(spec, "cpu")
     assert {c.op for c in tour} == {"linear"} and {c.dtype for c in tour} == {"bfloat16"}
     assert {c.epilogue for c in tour} <= {"none", "gelu"} and {(c.m, c.n, c.k) for c in tour} == {(5, 7, 9)}

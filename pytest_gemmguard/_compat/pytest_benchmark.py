@@ -1,4 +1,5 @@
-"""Hand gemmguard's measurements to pytest-benchmark, so its table, `--benchmark-json`,
+"""pytest-benchmark internals gemmguard relies on (5.x tested): `Metadata`, the fixture's `_add_stats` and
+`_mode`. Through them gemmguard hands its measurements to pytest-benchmark, so its table, `--benchmark-json`,
 `--benchmark-autosave` / `--benchmark-save` storage and `pytest-benchmark compare` see them.
 
 The `gemm_benchmark` fixture depends on pytest-benchmark's `benchmark` fixture (so `--benchmark-only` and
@@ -11,6 +12,20 @@ times, reference) in `extra_info`. pytest-benchmark's own timer never runs; the 
 from __future__ import annotations
 
 from typing import Any
+
+
+def check() -> None:
+    """Raise RuntimeError naming pytest-benchmark's version when an internal used here has moved."""
+    from importlib.metadata import version
+
+    from pytest_benchmark.fixture import BenchmarkFixture
+    from pytest_benchmark.stats import Metadata
+
+    # Both are instance attributes set in the fixture's __init__: look for their assignment there.
+    assigned = BenchmarkFixture.__init__.__code__.co_names
+    missing = [name for name in ("_add_stats", "_mode") if name not in assigned]
+    if "fixture" not in Metadata.__init__.__code__.co_varnames or missing:
+        raise RuntimeError(f"pytest-benchmark {version('pytest-benchmark')} moved {', '.join(missing)}")
 
 
 class _Named:

@@ -4,13 +4,16 @@ point group (an object with the `Backend` interface)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 
 from .base import Backend, Probe
 
 BUILTIN = ("aten", "triton", "cutlass", "cutedsl", "cutedsl_quack", "cpp")  # modules, each with a BACKEND
 _REGISTRY: dict[str, Backend] = {}
+_ADDED: list[str] = []  # run-time registrations, in order (a session's own are released when it ends)
 
 
 def _load() -> dict[str, Backend]:
@@ -38,6 +41,34 @@ def register(backend: Backend) -> None:
     if backend.name in registry:
         raise ValueError(f"a GEMM backend named {backend.name!r} is already registered")
     registry[backend.name] = backend
+    _ADDED.append(backend.name)
+
+
+@contextlib.contextmanager
+def registered(*extra: Backend) -> Iterator[None]:
+    """Register backends for the duration of a block (tests), then remove them and their probes."""
+    start = mark()
+    for backend in extra:
+        register(backend)
+    try:
+        yield
+    finally:
+        release(start)
+
+
+def mark() -> int:
+    """A point in the run-time registrations: `release(mark)` undoes every registration made after it."""
+    return len(_ADDED)
+
+
+def release(start: int) -> None:
+    """Remove the backends registered since `start` (their probes too) and forget cached probes. The plugin
+    marks when a pytest session's plugins load, before its conftests, and releases when it ends: a
+    conftest's backends belong to that session alone, also when sessions nest (pytester)."""
+    for name in _ADDED[start:]:
+        _REGISTRY.pop(name, None)
+    del _ADDED[start:]
+    _probes.clear()
 
 
 _probes: dict[str, Probe] = {}
@@ -53,4 +84,4 @@ def probe(name: str) -> Probe:
     return _probes[name]
 
 
-__all__ = ["Backend", "Probe", "get", "names", "probe", "register"]
+__all__ = ["Backend", "Probe", "get", "mark", "names", "probe", "register", "registered", "release"]

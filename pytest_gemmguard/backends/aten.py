@@ -9,7 +9,6 @@ from .base import Backend, Probe
 class AtenBackend(Backend):
     name = "aten"
     inductor_name = "ATEN"
-    summary = "library GEMM through ATen: cuBLAS/cuBLASLt on CUDA, oneDNN/MKL on the CPU"
 
     def device(self) -> str:
         import torch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ class Probe:
     reason: str = ""
     fix: str = ""
     detail: str = ""  # what it will use when available: device, versions, route
+    route: str = ""  # for a backend with several routes (cutedsl): the one this machine resolves to
 
     def line(self) -> str:
         if self.available:
@@ -29,7 +31,6 @@ class Backend:
 
     name: str = ""
     inductor_name: str = ""  # its value in Inductor's max_autotune_gemm_backends
-    summary: str = ""
     # Inductor's CPP GEMM template only fires for a constant second operand: such backends compile
     # cases with the op's weight operands frozen into the graph (nn.Linear style, under no_grad).
     freezes_weights: bool = False
@@ -37,7 +38,14 @@ class Backend:
     fallback: str | None = None
 
     def probe(self) -> Probe:
+        """Whether this backend can run here. Free of side effects: it reports, it changes nothing."""
         raise NotImplementedError
+
+    def prepare(self) -> Callable[[], None] | None:
+        """Set up what the process needs before the first compile through this backend (an environment
+        variable, a timing hook); returns the undo, which the compiler calls when the session ends, so
+        the backend leaves the process as it found it."""
+        return None
 
     def device(self) -> str:
         return "cuda"
@@ -56,6 +64,11 @@ class Backend:
     def claims(self, launch: KernelLaunch) -> bool:
         """True when `launch` is a GEMM kernel of this backend."""
         raise NotImplementedError
+
+    def repro_option_sources(self) -> dict[str, tuple[str, str]]:
+        """For Inductor options whose values are objects (a graph pass): option -> (module, expression) that
+        rebuilds the value in a standalone repro script."""
+        return {}
 
     def describe_kernel(self, launch: KernelLaunch) -> str:
         """Optional: which of this backend's templates or kernels `launch` is (for reports)."""

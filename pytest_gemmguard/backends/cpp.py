@@ -11,7 +11,6 @@ from .base import Backend, Probe
 class CppBackend(Backend):
     name = "cpp"
     inductor_name = "CPP"
-    summary = "Inductor's C++ GEMM template on the CPU (needs a frozen weight: nn.Linear style)"
     freezes_weights = True
 
     def device(self) -> str:

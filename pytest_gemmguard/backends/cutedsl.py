@@ -18,11 +18,12 @@ result reads as cutedsl[nvgemm] or cutedsl[quack] with the kernel behind it.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
+from .._compat import inductor
 from ..provenance import KernelLaunch
+from ..validate import backend_env
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
 
 _KERNEL_CLASS = re.compile(r"\b(Sm\d+\w*(?:Gemm|Kernel)\w*)")
@@ -46,11 +47,26 @@ def _version(dist: str) -> str:
 
 
 class CuteDslBackend(Backend):
+    """CuteDSL GEMMs: Inductor NVGEMM (CUTEDSL on Blackwell), else gemmguard's quack route."""
+
     name = "cutedsl"
-    inductor_name = "NVGEMM"
-    summary = "CuteDSL GEMMs: Inductor NVGEMM (CUTEDSL on Blackwell), else gemmguard's quack route"
-    route = "nvgemm"
     quack_route = "cutedsl[quack]"
+    _route: str | None = None  # set to pin a route (tests); otherwise the cached probe's
+
+    @property
+    def route(self) -> str:
+        """The route this machine resolves to (read from the cached probe; the probe itself changes nothing)."""
+        from . import probe
+
+        return self._route or probe(self.name).route or "nvgemm"
+
+    @route.setter
+    def route(self, value: str) -> None:
+        self._route = value
+
+    @property
+    def inductor_name(self) -> str:  # type: ignore[override]
+        return {"inductor-cutedsl": "CUTEDSL", "quack": "ATEN"}.get(self.route, "NVGEMM")
 
     @property
     def fallback(self) -> str | None:  # type: ignore[override]
@@ -65,9 +81,8 @@ class CuteDslBackend(Backend):
 
         dsl = f"nvidia-cutlass-dsl {_version('nvidia-cutlass-dsl')}"
         if torch.cuda.get_device_capability() >= (10, 0):
-            self.inductor_name, self.route = "CUTEDSL", "inductor-cutedsl"
-            return Probe(True, detail=f"{gpu_detail()}, {dsl}, route cutedsl[{self.route}]")
-        self.inductor_name, self.route = "NVGEMM", "nvgemm"
+            route = "inductor-cutedsl"
+            return Probe(True, detail=f"{gpu_detail()}, {dsl}, route cutedsl[{route}]", route=route)
         if _torch_at_least(2, 14):
             problem = missing_module("cutlass.operators", "nvidia-cutlass-operators")
             provider = f"cutlass.operators {_version('nvidia-cutlass-operators')}"
@@ -78,19 +93,20 @@ class CuteDslBackend(Backend):
             return self._quack_only(problem)
         return Probe(
             True,
-            detail=f"{gpu_detail()}, {dsl}, route cutedsl[{self.route}] via {provider}; "
+            detail=f"{gpu_detail()}, {dsl}, route cutedsl[nvgemm] via {provider}; "
             "Inductor CUTEDSL skipped (Blackwell-only grouped GEMM)",
+            route="nvgemm",
         )
 
     def _quack_only(self, nvgemm_problem: Probe) -> Probe:
         """Without an NVGEMM provider, cutedsl is gemmguard's quack route alone (if that can run here)."""
-        from . import get, probe
+        from . import probe
 
         quack = probe(self.quack_route)
         if not quack.available:
             return nvgemm_problem
-        self.route, self.inductor_name = "quack", get(self.quack_route).inductor_name
-        return Probe(True, detail=f"{quack.detail}; Inductor NVGEMM unavailable ({nvgemm_problem.reason})")
+        detail = f"{quack.detail}; Inductor NVGEMM unavailable ({nvgemm_problem.reason})"
+        return Probe(True, detail=detail, route="quack")
 
     @property
     def _delegate(self) -> Backend | None:
@@ -99,16 +115,20 @@ class CuteDslBackend(Backend):
 
         return get(self.quack_route) if self.route == "quack" else None
 
+    def prepare(self):
+        return self._delegate.prepare() if self._delegate is not None else None
+
     def inductor_options(self) -> dict[str, Any]:
         if self._delegate is not None:
             return self._delegate.inductor_options()
         options = super().inductor_options()
         options["max_autotune_gemm_backends"] = self.inductor_name
-        import torch._inductor.config as config
-
-        if self.inductor_name == "NVGEMM" and hasattr(config, "nvgemm_max_profiling_configs"):
-            options["nvgemm_max_profiling_configs"] = int(os.environ.get("GEMMGUARD_NVGEMM_CONFIGS", "3"))
+        if self.inductor_name == "NVGEMM" and inductor.has_config("nvgemm_max_profiling_configs"):
+            options["nvgemm_max_profiling_configs"] = backend_env("GEMMGUARD_NVGEMM_CONFIGS", 3)
         return options
+
+    def repro_option_sources(self) -> dict[str, tuple[str, str]]:
+        return self._delegate.repro_option_sources() if self._delegate is not None else {}
 
     def claims(self, launch: KernelLaunch) -> bool:
         if self._delegate is not None:

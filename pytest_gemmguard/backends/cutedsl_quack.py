@@ -132,7 +132,6 @@ class CuteDslQuackBackend(Backend):
     name = "cutedsl[quack]"
     # GEMMs the pass leaves alone go to ATen: provenance then names them as another backend's kernel.
     inductor_name = "ATEN"
-    summary = "CuteDSL GEMM from quack-kernels, swapped into Inductor's graph by a gemmguard pass"
     route = "quack"
 
     def probe(self) -> Probe:
@@ -145,12 +144,19 @@ class CuteDslQuackBackend(Backend):
             return problem
         from importlib.metadata import version
 
-        _define_op()
         return Probe(True, detail=f"{gpu_detail()}, quack-kernels {version('quack-kernels')}, route cutedsl[quack]")
 
-    def inductor_options(self) -> dict[str, Any]:
+    def prepare(self) -> None:
+        # The compiled code calls the custom op, also when Inductor's cache serves it without running the pass.
+        # torch has no way to remove a library op again; defining it twice is a no-op.
         _define_op()
+        return None
+
+    def inductor_options(self) -> dict[str, Any]:
         return {**super().inductor_options(), "post_grad_custom_post_pass": _swap_pass()}
+
+    def repro_option_sources(self) -> dict[str, tuple[str, str]]:
+        return {"post_grad_custom_post_pass": (__name__, "_swap_pass()")}
 
     def claims(self, launch: KernelLaunch) -> bool:
         return launch.kind == "custom" and launch.name == OP_NAME

@@ -21,9 +21,12 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+from .._compat import inductor
 from ..provenance import KernelLaunch
+from ..validate import backend_env
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
 
 DEFAULT_CONFIGS = 2
@@ -57,19 +60,35 @@ def _package_version() -> str:
         return "unknown"
 
 
-def assemble_tree(root: str | None = None) -> str:
-    """Build (once) the CUTLASS source-tree layout torch expects, as links into the pip package."""
+def tree_path(root: str | None = None) -> str:
+    """Where the assembled tree lives (nothing is created)."""
+    default = os.path.join(os.path.expanduser("~"), ".cache", "gemmguard")
+    base = root or backend_env("GEMMGUARD_CUTLASS_TREE", None) or default
+    return os.path.join(base, f"cutlass-tree-{_package_version()}")
+
+
+def missing_layout() -> str | None:
+    """What the pip package lacks of the layout torch expects, or None (checks only, creates nothing)."""
     site = _site_packages()
     if site is None:
-        raise RuntimeError("Python package cutlass_library (pip install nvidia-cutlass) is not importable")
-    base = (
-        root or os.environ.get("GEMMGUARD_CUTLASS_TREE") or os.path.join(os.path.expanduser("~"), ".cache", "gemmguard")
-    )
-    tree = os.path.join(base, f"cutlass-tree-{_package_version()}")
-    for rel, src in _LAYOUT.items():
+        return "Python package cutlass_library (pip install nvidia-cutlass) is not importable"
+    for src in _LAYOUT.values():
         target = os.path.join(site, src)
         if not os.path.isdir(target):
-            raise RuntimeError(f"nvidia-cutlass {_package_version()} lacks {src}/ (expected at {target})")
+            return f"nvidia-cutlass {_package_version()} lacks {src}/ (expected at {target})"
+    return None
+
+
+def assemble_tree(root: str | None = None) -> str:
+    """Build (once) the CUTLASS source-tree layout torch expects, as links into the pip package."""
+    problem = missing_layout()
+    if problem:
+        raise RuntimeError(problem)
+    site = _site_packages()
+    assert site is not None
+    tree = tree_path(root)
+    for rel, src in _LAYOUT.items():
+        target = os.path.join(site, src)
         link = os.path.join(tree, rel)
         if os.path.islink(link) and os.path.realpath(link) == os.path.realpath(target):
             continue
@@ -90,19 +109,20 @@ class _NvccClock:
         self._local = threading.local()
         self.installed = False
 
-    def install(self) -> None:
+    def install(self) -> Callable[[], None] | None:
+        """Wrap the CUDA code cache's compile; returns the undo (None when nothing was wrapped)."""
         if self.installed:
-            return
-        try:
-            from torch._inductor import codecache
-        except ImportError:
-            return
-        for cls_name in ("CUTLASSCodeCache", "CUDACodeCache"):
-            cls = getattr(codecache, cls_name, None)
-            if cls is not None and "compile" in cls.__dict__:
-                cls.compile = classmethod(self._timed(cls.__dict__["compile"].__func__))
-                self.installed = True
-                return
+            return None
+        undo = inductor.wrap_cuda_build(self._timed)
+        self.installed = undo is not None
+        if undo is None:
+            return None
+
+        def uninstall() -> None:
+            undo()
+            self.installed = False
+
+        return uninstall
 
     def _timed(self, original):
         def timed(cls_, source_code, dst_file_ext, *args, **kwargs):
@@ -133,21 +153,13 @@ def nvcc_seconds() -> tuple[float, int]:
 
 def _set_if_known(options: dict[str, Any], key: str, value: Any) -> None:
     """Add a dotted Inductor config key only if this torch has it (names moved between versions)."""
-    import torch._inductor.config as config
-
-    obj: Any = config
-    for part in key.split("."):
-        if not hasattr(obj, part):
-            return
-        obj = getattr(obj, part)
-    options[key] = value
+    if inductor.has_config(key):
+        options[key] = value
 
 
 class CutlassBackend(Backend):
     name = "cutlass"
     inductor_name = "CUTLASS"
-    summary = "Inductor's CUTLASS C++ templates (nvcc-built, from pip nvidia-cutlass)"
-    _tree: str | None = None
 
     def probe(self) -> Probe:
         problem = cuda_probe((8, 0)) or missing_module("cutlass_library", "nvidia-cutlass")
@@ -156,28 +168,39 @@ class CutlassBackend(Backend):
         nvcc = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
         if nvcc is None:
             return Probe(False, "nvcc not found", "install the CUDA toolkit and put nvcc on PATH")
-        try:
-            tree = self.tree()
-        except (OSError, RuntimeError) as exc:
-            return Probe(False, f"cannot assemble a CUTLASS tree: {exc}", "pip install nvidia-cutlass>=4.2")
-        return Probe(True, detail=f"{gpu_detail()}, nvidia-cutlass {_package_version()}, tree {tree}, {nvcc}")
+        problem = missing_layout()
+        if problem:
+            return Probe(False, f"cannot assemble a CUTLASS tree: {problem}", "pip install nvidia-cutlass>=4.2")
+        return Probe(True, detail=f"{gpu_detail()}, nvidia-cutlass {_package_version()}, tree {tree_path()}, {nvcc}")
 
     def tree(self) -> str:
-        if self._tree is None:
-            self._tree = assemble_tree()
-        return self._tree
+        return tree_path()
+
+    def prepare(self) -> Callable[[], None] | None:
+        """Assemble the tree, point Inductor's compile workers at it (they read it from the environment) and
+        time nvcc; the undo puts the environment and the code cache back."""
+        tree = assemble_tree()
+        previous = os.environ.get("TORCHINDUCTOR_CUTLASS_DIR")
+        os.environ["TORCHINDUCTOR_CUTLASS_DIR"] = tree
+        uninstall = _NVCC.install()
+
+        def undo() -> None:
+            if previous is None:
+                os.environ.pop("TORCHINDUCTOR_CUTLASS_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CUTLASS_DIR"] = previous
+            if uninstall is not None:
+                uninstall()
+
+        return undo
 
     def inductor_options(self) -> dict[str, Any]:
         options = super().inductor_options()
-        tree = self.tree()
-        # Compile workers started by Inductor read the tree from the environment.
-        os.environ.setdefault("TORCHINDUCTOR_CUTLASS_DIR", tree)
-        _NVCC.install()
-        configs = int(os.environ.get("GEMMGUARD_CUTLASS_CONFIGS", DEFAULT_CONFIGS))
-        _set_if_known(options, "cutlass.cutlass_dir", tree)
+        configs = backend_env("GEMMGUARD_CUTLASS_CONFIGS", DEFAULT_CONFIGS)
+        _set_if_known(options, "cutlass.cutlass_dir", self.tree())
         _set_if_known(options, "cutlass.cutlass_max_profiling_configs", configs)
         _set_if_known(options, "cutlass.cutlass_max_profiling_swizzle_options", [2])
-        allow = os.environ.get("GEMMGUARD_CUTLASS_ALLOWLIST")
+        allow = backend_env("GEMMGUARD_CUTLASS_ALLOWLIST", None)
         if allow:
             _set_if_known(options, "cutlass.cutlass_op_allowlist_regex", allow)
         # One nvcc build that hangs must not hold the session: bound each precompile.

@@ -21,11 +21,12 @@ policy whichever choice wins; `is_decompose_k` says whether it did.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
+from .._compat import inductor
 from ..provenance import KernelLaunch
+from ..validate import backend_env
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
 
 _CONFIG_ARG = re.compile(r"'(BLOCK_M|BLOCK_N|BLOCK_K|GROUP_M|NUM_SMS)': (\d+)")
@@ -63,7 +64,6 @@ def config_of(source: str) -> str:
 class TritonBackend(Backend):
     name = "triton"
     inductor_name = "TRITON"
-    summary = "Inductor's Triton GEMM templates (incl. persistent TMA on SM90)"
 
     def probe(self) -> Probe:
         problem = cuda_probe((7, 0)) or missing_module("triton", "triton")
@@ -77,10 +77,8 @@ class TritonBackend(Backend):
         options = super().inductor_options()
         # Inductor offers its persistent TMA mm template only when asked; let it compete with the plain
         # mm template (autotuning picks; describe_kernel says which won). GEMMGUARD_TRITON_TMA=0: off.
-        import torch._inductor.config as config
-
-        if hasattr(config.triton, "enable_persistent_tma_matmul"):
-            options["triton.enable_persistent_tma_matmul"] = os.environ.get("GEMMGUARD_TRITON_TMA", "1") != "0"
+        if inductor.has_config("triton.enable_persistent_tma_matmul"):
+            options["triton.enable_persistent_tma_matmul"] = backend_env("GEMMGUARD_TRITON_TMA", True)
         return options
 
     def claims(self, launch: KernelLaunch) -> bool:

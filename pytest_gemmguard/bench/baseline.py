@@ -13,8 +13,8 @@ compile verdicts are untested (reported, not failed) until the baseline is recor
 Numbers from another GPU, CPU, driver or library version say nothing about this one, so `load` refuses a
 baseline whose fingerprint differs (one line naming what differs) unless forced. A missing file is not
 an error (there is nothing to compare yet); an unreadable or malformed file is an error and `save` never
-overwrites it, so a broken baseline is looked at, not silently replaced. Writes are atomic: a temporary
-file in the same directory, then `os.replace`.
+overwrites it, so a broken baseline is looked at, not silently replaced. Writes are atomic and keep the
+file's mode (files.py).
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ import datetime
 import json
 import os
 import platform
-import tempfile
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from ..errors import BaselineError
+from ..files import write_json_atomic
+
+__all__ = ["BaselineError", "fingerprint", "load", "read", "save"]
+
 FORMAT = "gemmguard-baseline"
 VERSION = 2  # written
 READABLE = (1, 2)  # read: version 1 entries lack only the compile samples
-
-
-class BaselineError(Exception):
-    """A baseline cannot be used: corrupt, or from other hardware/software. The message is one line."""
 
 
 def _dist_version(name: str) -> str | None:
@@ -180,23 +180,3 @@ def save(path: str, here: dict[str, Any], entries: dict[str, dict], force: bool 
     }
     write_json_atomic(path, out)
     return len(merged)
-
-
-def write_json_atomic(path: str, obj: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".gemmguard-", suffix=".json.tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=1, allow_nan=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

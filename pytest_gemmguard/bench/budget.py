@@ -6,7 +6,6 @@ broken budgets, each one line with the numbers, the baseline's and the threshold
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -37,6 +36,7 @@ SETTINGS = (
     "verify",
     "reference",
     "cpu_threads",
+    "known_failures",  # read by the checking half
 )
 
 
@@ -59,29 +59,6 @@ def parse(values: dict[str, Any], where: str) -> dict[str, Any]:
         if key not in _FRACTIONS and out[key] <= 0:
             raise GemmUsageError(f"{where}: {key}={value!r} must be > 0")
     return out
-
-
-def read_pyproject(rootdir: str) -> dict[str, Any]:
-    """The `[tool.gemmguard]` table of rootdir/pyproject.toml ({} if absent)."""
-    path = os.path.join(rootdir, "pyproject.toml")
-    if not os.path.exists(path):
-        return {}
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError:
-            return {}
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise GemmUsageError(f"{path}: cannot read [tool.gemmguard]: {exc}") from None
-    table = doc.get("tool", {}).get("gemmguard", {})
-    if not isinstance(table, dict):
-        raise GemmUsageError(f"{path}: [tool.gemmguard] must be a table")
-    return table
 
 
 def _ms(s: float) -> str:

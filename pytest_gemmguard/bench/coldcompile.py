@@ -82,7 +82,8 @@ def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], 
 
     from ..cases import GemmCase, build_inputs, case_function
     from ..compile import Compiler, run_checked
-    from ..ops import OPS, math_precision
+    from ..ops import OPS
+    from ..precision import math_precision
 
     case = GemmCase(**spec["case"])
     backend = _backend(spec)

@@ -12,12 +12,13 @@ import datetime
 import os
 from typing import Any
 
-from .baseline import write_json_atomic
+from ..files import write_json_atomic, write_text_atomic
 from .report import compile_change
 
 
-def json_report(path: str, results: list, fingerprint: dict, baseline_path: str | None, notes: list[str]) -> None:
-    write_json_atomic(
+def json_report(path: str, results: list, fingerprint: dict, baseline_path: str | None, notes: list[str]) -> str:
+    """Write the JSON report atomically; returns the absolute path written."""
+    return write_json_atomic(
         path,
         {
             "format": "gemmguard-report",
@@ -67,13 +68,15 @@ def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(path: str, results: list, fingerprint: dict, notes: list[str]) -> None:
+def write_markdown(path: str, results: list, fingerprint: dict, notes: list[str]) -> str:
+    """Write the Markdown summary; returns the absolute path written. GitHub's job summary file is shared
+    with other steps: it is appended to; any other file is replaced atomically."""
     text = markdown(results, fingerprint, notes)
-    # GitHub's job summary file is shared with other steps: append to it, replace anything else.
-    mode = "a" if os.path.abspath(path) == os.path.abspath(os.environ.get("GITHUB_STEP_SUMMARY") or "\0") else "w"
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, mode, encoding="utf-8") as fh:
-        fh.write(text)
+    if os.path.abspath(path) == os.path.abspath(os.environ.get("GITHUB_STEP_SUMMARY") or "\0"):
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+        return os.path.abspath(path)
+    return write_text_atomic(path, text)
 
 
 def plots(directory: str, results: list, baseline: Any = None) -> list[str] | str:

@@ -24,7 +24,7 @@ def compile_change(m) -> str:
     return f"{(c['ratio'] - 1) * 100:+.0f}%" + mark
 
 
-def bench_table(results: list, baseline_note: str | None = None) -> list[str]:
+def bench_table(results: list) -> list[str]:
     """Rows: backend, case, compile (session / cold median / warm median), median runtime with its CI, TFLOP/s,
     % of peak, ratio to the in-run reference, runtime and compile change against baseline, verdict. Then
     per-backend totals."""
@@ -51,6 +51,4 @@ def bench_table(results: list, baseline_note: str | None = None) -> list[str]:
         p["compile"] += m.cold_compile_s if m.cold_compile_s is not None else m.compile_s
     for name, p in per.items():
         lines.append(f"{name}: {p['n']} measured, {p['failed']} over budget, compile {p['compile']:.1f} s in all")
-    if baseline_note:
-        lines.append(baseline_note)
     return lines

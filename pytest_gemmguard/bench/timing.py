@@ -39,7 +39,6 @@ class Timing:
     samples: list[float]
     ref_samples: list[float] = field(default_factory=list)
     method: str = "cpu"  # "cpu" | "cuda-events" | "cuda-graph"
-    calls_per_sample: int = 1
     elapsed_s: float = 0.0
     stopped: str = ""  # "converged" | "time cap" | "sample cap"
 
@@ -128,10 +127,10 @@ def time_cpu(
     opts = opts or TimingOptions()
     started = time.perf_counter()
     with _threads(opts.cpu_threads):
-        take, calls = _cpu_sampler(fn, opts)
+        take, _ = _cpu_sampler(fn, opts)
         take_ref = _cpu_sampler(reference, opts)[0] if reference is not None else None
         samples, refs, why = _loop(take, take_ref, opts, started)
-    return Timing(samples, refs, "cpu", calls, time.perf_counter() - started, why)
+    return Timing(samples, refs, "cpu", time.perf_counter() - started, why)
 
 
 @contextlib.contextmanager
@@ -255,13 +254,13 @@ def time_cuda(
     opts = opts or TimingOptions()
     started = time.perf_counter()
     flush = _Flusher(device or torch.cuda.current_device()) if opts.flush_l2 else None
-    take, method, calls = _gpu_sampler(fn, opts, flush, opts.cuda_graph)
+    take, method, _ = _gpu_sampler(fn, opts, flush, opts.cuda_graph)
     take_ref = None
     if reference is not None:
         # The reference is timed the same way as the target, so their ratio compares like with like.
         take_ref = _gpu_sampler(reference, opts, flush, method == "cuda-graph")[0]
     samples, refs, why = _loop(take, take_ref, opts, started)
-    return Timing(samples, refs, method, calls, time.perf_counter() - started, why)
+    return Timing(samples, refs, method, time.perf_counter() - started, why)
 
 
 def time_callable(
@@ -294,10 +293,6 @@ class Peak:
     per_shape: dict[str, float]  # "MxNxK" -> best median TFLOP/s over the passes
     method: str
     elapsed_s: float
-
-    def describe(self) -> str:
-        shapes = ", ".join(f"{k} {v:.4g}" for k, v in self.per_shape.items())
-        return f"{self.tflops:.4g} TFLOP/s (best median of the library GEMM over {shapes}; {self.method})"
 
 
 def _library_gemm(m: int, n: int, k: int, device: str, dtype: torch.dtype) -> Callable[[], object]:

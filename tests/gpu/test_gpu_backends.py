@@ -26,10 +26,9 @@ def _gpu_backend(name: str) -> None:
 
 
 def _selected(request: pytest.FixtureRequest, name: str) -> None:
-    from pytest_gemmguard.plugin import parse_backends
+    from pytest_gemmguard import _state
 
-    text = request.config.getoption("--gemm-backends") or "auto"
-    if name not in parse_backends(text, backends.names()):
+    if name not in _state.selected(request.config):
         pytest.skip(f"backend {name} not selected (--gemm-backends)")
     probe = backends.probe(name)
     if not probe.available:
@@ -55,7 +54,7 @@ def _check(run, case: GemmCase):
     inputs = build_inputs(case, "cuda")
     expected, tol = oracle.case_reference(case, inputs)
     out, record = run(case_function(case.op, case.epilogue, case.dtype), inputs.flat)
-    return record, oracle.compare(out, expected, tol, DTYPES[case.out_dtype])
+    return record, oracle.judge(out, expected, tol, DTYPES[case.out_dtype])
 
 
 def _through_fixture(gemm_compile):
@@ -246,7 +245,7 @@ def test_triton_k_heavy_case_and_decompose_k(gemm_backend, own_compiler, gpu_log
     expected, tol = oracle.case_reference(case, inputs)
     compiled = own_compiler.compile(backends.get("triton"), case_function("mm", "none", "float32"), inputs.flat)
     out, record = compiled(*inputs.flat)  # no provenance check yet: the test applies it itself
-    verdict = oracle.compare(out, expected, tol, DTYPES[case.out_dtype])
+    verdict = oracle.judge(out, expected, tol, DTYPES[case.out_dtype])
     kernels = _kernels(record)
     reason = no_own_kernel_reason(record.graphs, "triton")
     template_ran = any(k["name"].startswith("triton_tem_") for k in kernels)

@@ -15,8 +15,10 @@ from pytest_gemmguard import GemmCase, Unsupported, backends, oracle
 from pytest_gemmguard.backends import cutedsl_quack
 from pytest_gemmguard.cases import case_function
 from pytest_gemmguard.compile import Compiler
-from pytest_gemmguard.ops import math_precision
-from pytest_gemmguard.runner import Gemm, GemmMismatch, GemmSession, Options
+from pytest_gemmguard.errors import GemmMismatch
+from pytest_gemmguard.gemm import Gemm
+from pytest_gemmguard.precision import math_precision
+from pytest_gemmguard.session import GemmSession, Options
 
 FP8 = "float8_e4m3fn"
 CASES = [

@@ -1,0 +1,43 @@
+"""Hypothesis internals gemmguard relies on (6.100-6.170 tested):
+
+- `inner_test._hypothesis_internal_add_digest`: the example-database key of a @given test, set so each
+  (test, backend) replays its own earlier failures;
+- the `@reproduce_failure('VERSION', b'BLOB')` note Hypothesis adds to a failure, turned into a
+  `--gemm-replay=VERSION:BLOB` line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_BLOB = re.compile(r"@reproduce_failure\('([^']+)', b'([^']*)'\)")
+
+
+def check() -> None:
+    """Raise RuntimeError naming Hypothesis's version when an internal used here has moved."""
+    import hypothesis
+    from hypothesis import given, strategies
+
+    @given(strategies.integers())
+    def probe(x: int) -> None:
+        pass
+
+    inner = getattr(getattr(probe, "hypothesis", None), "inner_test", None)
+    if inner is None:
+        raise RuntimeError(f"hypothesis {hypothesis.__version__}: @given tests lost .hypothesis.inner_test")
+
+
+def set_database_key(test: Any, key: bytes) -> None:
+    """Key the example database of a @given `test` by `key` (default: the function's own qualified name,
+    which every backend's run of one test shares)."""
+    test.hypothesis.inner_test._hypothesis_internal_add_digest = key
+
+
+def replay_blob(exc: BaseException) -> tuple[str, str] | None:
+    """(version, blob) from the reproduce_failure note Hypothesis attached to `exc`, if any."""
+    for note in getattr(exc, "__notes__", []):
+        m = _BLOB.search(note)
+        if m:
+            return m.group(1), m.group(2)
+    return None

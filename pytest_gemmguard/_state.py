@@ -1,0 +1,117 @@
+"""What the checking and measuring plugins share, kept on `config.stash` behind accessors.
+
+Neither plugin imports the other: both reach the shared state through this module, which is torch-free.
+Work that needs torch (probing backends for `auto`, building the compiler) happens on first use, so a
+pytest run in which no GEMM test runs never imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .errors import GemmUsageError
+from .tally import Tally
+
+SHARE_PROPERTY = "gemmguard"  # a test's share of the tally, on its report (survives pytest-xdist)
+BACKEND_PROPERTY = "gemm_backend"  # the backend a test ran on, on its report
+OUTCOME_PROPERTY = "gemmguard_outcome"  # unsupported | unavailable | failed | error | xfailed | xpassed
+RUNNER_FIXTURE = "_gemmguard_runner"  # the fixture @gemm_case's wrapper asks for (decorator.py, plugin.py)
+
+
+@dataclass
+class SharedState:
+    settings: dict[str, Any]  # the core plugin's resolved settings (validate.CORE)
+    table: dict[str, Any]  # [tool.gemmguard] of pyproject.toml
+    tally: Tally = field(default_factory=Tally)  # the results table's counts, from the tests' reports
+    selected: list[str] | None = None  # resolved on first use ('auto' needs probes)
+    explicit: set[str] = field(default_factory=set)  # backends the user named (not through auto/all)
+    session: Any = None  # session.GemmSession, built on first use
+    known: Any = None  # known.KnownFailures, read when the core plugin configures
+    header_shown: bool = False
+
+
+_KEY = pytest.StashKey[SharedState]()
+
+
+def ensure(config: pytest.Config) -> SharedState:
+    """The shared state, made from the core settings on first call, whichever plugin's configure runs first
+    (pytest orders the two entry points as it likes). Raises pytest.UsageError on a bad setting."""
+    state = config.stash.get(_KEY, None)
+    if state is not None:
+        return state
+    from . import validate
+
+    try:
+        config.getoption(validate.CORE[0].flag)
+    except ValueError:  # the core plugin's options were never added: it is not loaded
+        raise pytest.UsageError(
+            "gemmguard: the core plugin is not loaded (pytest_gemmguard.plugin); load it with "
+            "-p pytest_gemmguard.plugin, or pip install the package so its entry points load both halves"
+        ) from None
+    try:
+        table = validate.read_pyproject(str(config.rootpath))
+        settings = validate.resolve(config, validate.CORE, table)
+    except GemmUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state = SharedState(settings, table)
+    state.explicit = {n for n in settings["backends"] if n not in ("auto", "all")}
+    config.stash[_KEY] = state
+    return state
+
+
+def get(config: pytest.Config) -> SharedState | None:
+    return config.stash.get(_KEY, None)
+
+
+def require(config: pytest.Config) -> SharedState:
+    return ensure(config)
+
+
+def selected(config: pytest.Config) -> list[str]:
+    """The backends under test, with 'auto' and 'all' expanded (probing: this imports torch)."""
+    state = require(config)
+    if state.selected is None:
+        from . import backends
+
+        known = backends.names()
+        out: list[str] = []
+        for name in state.settings["backends"]:
+            if name == "auto":
+                out += [b for b in known if backends.probe(b).available]
+            elif name == "all":
+                out += known
+            else:
+                out.append(name)
+        state.selected = list(dict.fromkeys(out))
+    return state.selected
+
+
+def session(config: pytest.Config) -> Any:
+    """The session's GemmSession (compiler, options, tally), built on first use."""
+    state = require(config)
+    if state.session is None:
+        from .compile import Compiler
+        from .session import GemmSession, Options
+
+        s = state.settings
+        compiler = Compiler(cache_dir=s["cache_dir"], timeout_s=s["compile_timeout"], dynamic=s["dynamic"])
+        options = Options(s["max_examples"], s["seed"], s["replay"], s["repro_dir"])
+        if config.get_verbosity() >= 1:
+            options.progress = lambda line: live_line(config, line)
+        # The session counts examples as they run; state.tally is built from the reports (the two must stay
+        # apart: a test's share goes from the first to the second on its report).
+        state.session = GemmSession(compiler, options, state.known, bool(s["known_strict"]))
+    return state.session
+
+
+def live_line(config: pytest.Config, line: str) -> None:
+    """Write a progress line to the terminal while a test runs (past pytest's output capture)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(f"    gemmguard {line}")

@@ -1,0 +1,140 @@
+"""What one `gemm_benchmark(...)` call does: verify, compile with provenance, time, record.
+
+One call measures one case through the test's backend:
+  1. check the case like `gemm.check` (float64 oracle, provenance: the backend's own GEMM kernel ran);
+  2. time the compiled callable (timing.py) side by side with an in-run reference, the eager op at the
+     same shape and dtype (ATen: cuBLAS or oneDNN/MKL), so run-to-run drift cancels in the ratio;
+  3. cold and warm compile time in a fresh subprocess (coldcompile.py), once per case per session, as
+     `compile_samples` samples (each its own process and empty cache) for a significance test;
+  4. TFLOP/s and the fraction of this machine's peak, measured once per run with a large library GEMM.
+Budgets and the baseline are judged by the fixture (fixture.py), from the Measurement returned here.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from .. import backends
+from ..cases import GemmCase, case_function
+from ..ops import OPS
+from ..precision import math_precision
+from .context import BenchContext
+from .gpu_lock import gpu_lock
+from .measurement import SAMPLES_KEPT, Measurement
+from .timing import Timing, time_callable
+
+
+def _fn_name(fn: Callable[..., Any] | None) -> str:
+    return "case" if fn is None else getattr(fn, "__qualname__", type(fn).__name__)
+
+
+def _importable(fn: Callable[..., Any] | None) -> str | None:
+    """'module:qualname' when a fresh process could import `fn` (no closures or lambdas)."""
+    if fn is None:
+        return None
+    qual = getattr(fn, "__qualname__", "")
+    module = getattr(fn, "__module__", "")
+    if not module or not qual or "<" in qual or module == "__main__":
+        return None
+    return f"{module}:{qual}"
+
+
+def measure(
+    ctx: BenchContext,
+    backend_name: str,
+    case: GemmCase,
+    fn: Callable[..., Any] | None,
+    test_id: str,
+    instrument: Callable | None = None,
+) -> Measurement:
+    """Verify, compile, time. On the CPU with `cpu_threads` set, the compile happens under that thread
+    count too: Dynamo guards on it, so changing it only for timing would time a recompile."""
+    from .timing import _threads
+
+    on_cpu = not backends.get(backend_name).device().startswith("cuda")
+    # The case decides TF32 vs IEEE float32 for the check, the timed compile and the reference alike.
+    with _threads(ctx.settings.timing.cpu_threads if on_cpu else None), math_precision(case.dtype):
+        from ..compile import run_checked
+        from ..gemm import Gemm
+
+        session = ctx.session
+        backend = backends.get(backend_name)
+        device = backend.device()
+        gemm = Gemm(case, backend_name, session, test_id)
+        label = f"[{backend_name}] benchmark {case.describe()}"
+        if ctx.settings.verify:
+            session.progress(f"{label}: compiling and verifying")
+            result = gemm.check(fn)  # raises GemmMismatch, or Unsupported (the test ends as unsupported)
+            record = result.record
+        target, flat = (
+            (case_function(case.op, case.epilogue, case.dtype), gemm.inputs.flat) if fn is None else (fn, gemm.args)
+        )
+        compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
+        if not ctx.settings.verify:
+            _, record = run_checked(compiled, flat)
+        kernels = [k for g in record.graphs for k in g.gemm_kernels(backend_name)]
+        session.progress(f"{label}: timing (with eager ATen as the in-run reference)")
+        timing = _time(ctx, compiled, flat, target, device, instrument)
+        s = timing.summary
+        flops = 2.0 * math.prod(case.shape)
+        m = Measurement(
+            key=f"{test_id} | {_fn_name(fn)} | {case.describe()}",
+            test=test_id,
+            backend=backend_name,
+            op=case.op,
+            shape=case.shape,
+            dtype=case.dtype,
+            epilogue=case.epilogue,
+            layout=case.layout,
+            device=device,
+            fn=_fn_name(fn),
+            median_s=s.median,
+            ci_low_s=s.low,
+            ci_high_s=s.high,
+            n=s.n,
+            method=timing.method,
+            stopped=timing.stopped,
+            samples=timing.samples[:SAMPLES_KEPT],
+            ref_median_s=timing.ref_summary.median if timing.ref_summary else None,
+            flops=flops,
+            peak_tflops=None,  # set below, from the measurement's own TFLOP/s
+            compile_s=record.compile_s,
+            kernels=kernels,
+            when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        )
+        m.peak_tflops = ctx.peak_tflops(device, case.dtype, achieved_tflops=m.tflops)
+        if ctx.settings.cold_compile:
+            fn_ref = _importable(fn)
+            if fn is not None and fn_ref is None:
+                m.cold_error = (
+                    "fn is not importable by a fresh process (a lambda or closure): cold compile not measured"
+                )
+            else:
+                dynamic = session.compiler.dynamic
+                spec_ = {
+                    "backend": backend_name,
+                    "backend_module": type(backend).__module__,  # a conftest-registered backend, in the child
+                    "case": asdict(case),
+                    "fn": fn_ref,
+                    "dynamic": dynamic,
+                }
+                cold = ctx.cold(spec_, lambda line: session.progress(f"{label}: {line}"))
+                m.cold_error = cold.get("error")
+                m.cold_compile_s, m.warm_compile_s = cold.get("cold_s"), cold.get("warm_s")
+                m.cold_compile_samples = cold.get("cold_samples", [])
+                m.warm_compile_samples = cold.get("warm_samples", [])
+                m.cold_phases = cold.get("cold_phases", {})
+        return m
+
+
+def _time(
+    ctx: BenchContext, compiled: Any, flat: tuple, target: Callable, device: str, instrument: Callable | None
+) -> Timing:
+    with compiled.hot(flat) as hot, gpu_lock(device):
+        timed = instrument(hot) if instrument is not None else hot
+        reference = (lambda: target(*flat)) if ctx.settings.reference else None
+        return time_callable(timed, device, reference, ctx.settings.timing)

@@ -1,0 +1,120 @@
+"""One check of one case on one backend: build inputs, compute the float64 reference and tolerance,
+compile through the backend, release NaN-poisoned blocks, run, prove provenance, compare.
+
+The backend never judges and the oracle never compiles: this module only sequences them, and decides
+whose fault an exception is (the backend's, or the test's own function's).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import backends, oracle, repro
+from .cases import case_function
+from .compile import run_checked
+from .errors import GemmMismatch, Unsupported, UserCodeError
+from .failure import failure_report
+from .gemm import CheckResult
+from .ops import DTYPES, OPS, dtype_unsupported
+from .precision import describe, math_precision
+
+if TYPE_CHECKING:
+    from .gemm import Gemm
+    from .session import GemmSession
+
+
+def check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None) -> CheckResult:
+    """`gemm.check(fn)`: verified, or GemmMismatch / Unsupported / BackendCrashed / UserCodeError."""
+    reason = dtype_unsupported(gemm.case.dtype, gemm.device)
+    if reason:
+        session.tally.note_unsupported(gemm.backend, reason)
+        raise Unsupported(gemm.backend, reason)
+    backend = backends.get(gemm.backend)
+    # The case's dtype decides the float32 math (TF32 or IEEE) for the compile, the run and eager.
+    with math_precision(gemm.case.dtype):
+        try:
+            return _attempt(session, gemm, fn, backend)
+        except Unsupported as first:
+            # A backend with several routes (cutedsl) tries the next where the first ran no kernel of its own:
+            # the user asked for the backend, not one route. If no route has a kernel, the case is
+            # unsupported, never failed: no kernel of the backend ran, so none was wrong.
+            fallback = backend.fallback
+            if not fallback or not backends.probe(fallback).available:
+                session.tally.note_unsupported(gemm.backend, first.reason)
+                raise
+            try:
+                return _attempt(session, gemm, fn, backends.get(fallback))
+            except Unsupported as second:
+                reason = f"{first.reason}; {fallback}: {second.reason}"
+                session.tally.note_unsupported(gemm.backend, reason)
+                raise Unsupported(gemm.backend, reason) from None
+
+
+def _attempt(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend):
+    # The route that runs, as the known-failures file names it: a multi-route backend's own ("nvgemm"), the
+    # fallback's ("quack"), or None for a backend with one way to run.
+    gemm.route = getattr(backend, "route", None)
+    gemm.checks += 1
+    return _check(session, gemm, fn, backend)
+
+
+def _user_eager(fn: Callable[..., Any], flat: tuple) -> Any:
+    """Run the test's own function eagerly first: what goes wrong here is the test's, not the backend's."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            out = fn(*flat)
+    except Exception as exc:
+        raise UserCodeError(
+            f"gemm.check(fn): your function raised {type(exc).__name__} when run eagerly on the case's inputs "
+            f"(before any compile): {exc}"
+        ) from exc
+    if not isinstance(out, torch.Tensor):
+        raise UserCodeError(
+            f"gemm.check(fn): your function returned {type(out).__name__}; it must return one tensor "
+            "(the GEMM's result) so the oracle can compare it"
+        )
+    return out
+
+
+def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend) -> CheckResult:
+    import torch
+
+    started = time.perf_counter()
+    case, inputs = gemm.case, gemm.inputs
+    expected, tol = oracle.case_reference(case, inputs)
+    if fn is None:
+        target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
+        expected_dtype = DTYPES[case.out_dtype]
+    else:
+        target, flat = fn, inputs.args
+        eager_out = _user_eager(fn, flat)
+        expected = oracle.reference(fn, flat)
+        expected_dtype = eager_out.dtype
+        tol = oracle.generic_tolerance(expected, tol, expected_dtype)
+    compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
+    oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
+    out, record = run_checked(compiled, flat)
+    session.tally.add(gemm.backend, "compile_s", record.compile_s)
+    verdict = oracle.judge(out, expected, tol, expected_dtype)
+    if not verdict.ok:
+        ratio = oracle.eager_ratio(target, flat, expected, tol)
+        verdict = oracle.Verdict(False, verdict.max_ratio, verdict.max_error, verdict.mismatch, ratio)
+        session.tally.add(gemm.backend, "failed")
+        path = repro.write(session.options.repro_dir, gemm, fn, backend, verdict, session.compiler.dynamic)
+        raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype)))
+    session.tally.add(gemm.backend, "verified")
+    if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
+        session.tally.add(gemm.backend, "fused")
+    session.tally.add(gemm.backend, "check_s", time.perf_counter() - started)
+    return CheckResult(out, verdict, record)
+
+
+def _fused(kernel_name: str) -> bool:
+    # Inductor names a template kernel after every node fused into it (cpp_fused_add_addmm_relu_0,
+    # triton_tem_fused_mm_relu_0): any pointwise node there means the epilogue ran inside the GEMM.
+    parts = set(kernel_name.split("_"))
+    return bool(parts & {"relu", "gelu", "silu", "sigmoid", "tanh", "add", "mul", "erf", "exp", "convert"})

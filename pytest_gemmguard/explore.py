@@ -1,0 +1,172 @@
+"""The Hypothesis loop around a `@gemm_case` test: explore, shrink what fails, then tour every regime.
+
+Hypothesis explores first, so whatever it finds is shrunk; then the regime tour (explicit cases, which
+Hypothesis never shrinks, hence already small) guarantees every op, dtype, layout, epilogue step and size
+regime ran. Both come out of one example budget.
+
+Some outcomes end the test at once instead of being shrunk: a compile timeout, a backend that raised, the
+test's own error, and Ctrl-C. None of them depends on the case's size as far as anyone knows, and
+shrinking them costs a compile per step (minutes) while telling nothing new.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import backends, strategies
+from ._compat import hypothesis as hypothesis_compat
+from .errors import (
+    BackendCrashed,
+    CompileTimeout,
+    GemmMismatch,
+    KnownFailureFixed,
+    KnownFailureXPass,
+    Unsupported,
+    UserCodeError,
+)
+from .gemm import Gemm
+from .session import require_backend
+
+if TYPE_CHECKING:
+    from .cases import GemmCase
+    from .session import GemmSession
+    from .space import CaseSpace
+
+# Raised inside an example, these stop the test without shrinking (see the module docstring).
+STOPS = (CompileTimeout, BackendCrashed, UserCodeError, KeyboardInterrupt)
+
+
+def explore(
+    session: GemmSession, test: Callable, space: CaseSpace, fixtures: dict, backend: str, test_id: str
+) -> None:
+    """Run `test(gemm=...)` on the examples of `space` through `backend`."""
+    import hypothesis
+    from hypothesis import HealthCheck, given, settings
+
+    require_backend(backend)
+    options = session.options
+    device = backends.get(backend).device()
+    seed = options.seed or 0
+    strategy = strategies.cases_in(space, device, seed)
+    if space.cases is not None:  # harvested: exactly these cases (all of them unless a budget says fewer)
+        tour = [dataclasses.replace(c, seed=seed) for c in space.cases]
+        budget = options.max_examples or space.max_examples or len(tour)
+    else:
+        tour = strategies.regime_tour(space, device, seed)
+        budget = options.max_examples or space.max_examples or options.default_examples[device]
+    outcome: Counter = Counter()
+    reasons: Counter = Counter()
+    stopped: list[tuple[BaseException, GemmCase]] = []
+    tracker = None
+    if session.known is not None:
+        from .known import KnownTracker
+
+        tracker = KnownTracker(session.known, backend)
+
+    def known(gemm: Gemm, kind: str) -> str | None:
+        """The verdict line when a known failure explains this one (counted as xfail, not failed)."""
+        entry = tracker.note_failure(gemm.case, kind, gemm.route) if tracker is not None else None
+        if entry is None:
+            return None
+        if kind == "wrong-result":
+            session.tally.add(backend, "failed", -1)  # check() counted it before the file was consulted
+        session.tally.add(backend, "xfailed")
+        return f"known failure {entry.id}"
+
+    def one_example(case: GemmCase) -> None:
+        if stopped:  # one stop ends the test: don't let Hypothesis pay for more
+            return
+        step = outcome["ran"] + outcome["unsupported"] + 1
+        started = time.perf_counter()
+        gemm = Gemm(case, backend, session, test_id)
+        try:
+            test(gemm=gemm, **fixtures)
+            outcome["ran"] += 1
+            verdict = "verified"
+            if tracker is not None and gemm.checks:
+                tracker.note_pass(case, gemm.route)
+        except Unsupported as exc:
+            outcome["unsupported"] += 1
+            reasons[exc.reason] += 1
+            hypothesis.event(f"unsupported: {exc.reason}")
+            verdict = "unsupported"
+        except GemmMismatch:
+            verdict = known(gemm, "wrong-result")
+            if verdict is None:
+                took = time.perf_counter() - started
+                session.progress(f"[{backend}] {step}/{budget} {case.describe()}: FAILED (wrong result, {took:.1f} s)")
+                raise
+            outcome["ran"] += 1
+        except STOPS as exc:
+            verdict = known(gemm, "raises") if isinstance(exc, BackendCrashed) else None
+            if verdict is None:
+                stopped.append((exc, case))
+                verdict = type(exc).__name__
+            else:
+                outcome["ran"] += 1
+        except BaseException as exc:
+            took = time.perf_counter() - started
+            what = f"FAILED ({type(exc).__name__}, {took:.1f} s)"
+            session.progress(f"[{backend}] {step}/{budget} {case.describe()}: {what}")
+            raise
+        took = time.perf_counter() - started
+        session.progress(f"[{backend}] {step}/{budget} {case.describe()}: {verdict} ({took:.1f} s)")
+
+    explicit = tour[: max(budget - 1, 1)] if options.replay is None else []
+    if space.cases is not None:
+        explicit = tour[:budget]
+    shared = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck))
+    explore_run = settings(max_examples=max(budget - len(explicit), 1), report_multiple_bugs=False, **shared)(
+        given(case=strategy)(one_example)
+    )
+    if options.seed is not None:
+        explore_run = hypothesis.seed(options.seed)(explore_run)
+    if options.replay:
+        version, _, blob = options.replay.partition(":")
+        explore_run = hypothesis.reproduce_failure(version, blob.encode())(explore_run)
+    # One database key per test and backend: examples that failed before are replayed first.
+    hypothesis_compat.set_database_key(explore_run, test_id.encode())
+    runs = [explore_run] if space.cases is None else []  # harvested cases are never mixed with random draws
+    if explicit:
+        visit = given(case=strategy)(one_example)
+        for case in reversed(explicit):
+            visit = hypothesis.example(case=case)(visit)
+        runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **shared)(visit))
+    try:
+        for run in runs:
+            run()
+    except BaseException as exc:
+        blob = hypothesis_compat.replay_blob(exc)
+        if blob is not None:
+            exc.add_note(f"gemmguard reproduce: pytest '{test_id}' --gemm-replay='{blob[0]}:{blob[1]}'")
+        raise
+    if stopped:
+        exc, case = stopped[0]
+        if isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt from None  # outside Hypothesis: no "Failing explicit example" epitaph
+        exc.add_note(f"gemmguard: on {case.describe()} ({case!r}); not shrunk: this outcome does not depend on size")
+        raise exc
+    if outcome["ran"] == 0 and outcome["unsupported"]:
+        raise Unsupported(backend, reasons.most_common(1)[0][0], every_of=outcome["unsupported"])
+    if tracker is not None:
+        _known_outcome(session, tracker, backend)
+
+
+def _known_outcome(session: GemmSession, tracker, backend: str) -> None:
+    """After the examples: XPASS (the entry's cases ran and passed) warns, or fails under --gemm-known-strict;
+    failures the file explained end the test as xfail, with the links."""
+    import warnings
+
+    import pytest
+
+    if tracker.xpassed():
+        session.tally.add(backend, "xpassed", len(tracker.xpassed()))
+        if session.known_strict:
+            raise KnownFailureFixed(f"{tracker.xpass_reason()} (--gemm-known-strict)")
+        warnings.warn(tracker.xpass_reason(), KnownFailureXPass, stacklevel=2)
+    if tracker.xfailed():
+        pytest.xfail(tracker.xfail_reason())

@@ -1,0 +1,39 @@
+"""The failure report of a wrong result: what a user reads first when gemmguard goes red."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compile import CallRecord
+    from .gemm import Gemm
+    from .oracle import Verdict
+
+
+def failure_report(
+    gemm: Gemm, verdict: Verdict, record: CallRecord, repro_path: str | None, route: str = "", flags: str = ""
+) -> str:
+    case, mismatch = gemm.case, verdict.mismatch
+    via = f" (route {route})" if route and route != gemm.backend else ""
+    lines = [
+        f"gemmguard: {gemm.backend}{via} produced a wrong result",
+        f"  case:     {case.describe()}",
+        f"            {case!r}",
+    ]
+    if mismatch is not None and mismatch.kind in ("shape", "dtype"):
+        lines.append(f"  output:   {mismatch.detail}")
+    elif mismatch is not None:
+        lines.append(
+            f"  worst:    element {mismatch.index}: got {mismatch.actual:.6g}, expected {mismatch.expected:.6g}, "
+            f"|error| {mismatch.error:.3g} vs tolerance {mismatch.tolerance:.3g} ({verdict.max_ratio:.3g}x)"
+        )
+        what = {"unwritten": " (NaN: element never written)", "nonfinite": " (non-finite)"}.get(mismatch.kind, "")
+        lines.append(f"  failing:  {mismatch.bad} of {mismatch.total} elements{what}")
+    if verdict.eager_ratio is not None:
+        lines.append(f"  eager PyTorch on the same inputs uses {verdict.eager_ratio:.3g}x of the tolerance")
+    if flags:
+        lines.append(f"  flags:    {flags}")
+    kernels = [f"{k} ({b})" for g in record.graphs for k, b in g.owners]
+    lines.append(f"  kernels:  {', '.join(kernels) or 'none recorded'}")
+    lines.append(f"  repro:    python {repro_path}" if repro_path else "  repro:    not written (see --gemm-repro-dir)")
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""`Gemm`: one drawn case bound to one backend, what a `@gemm_case` test receives as `gemm`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import backends
+from .cases import CaseInputs, GemmCase, build_inputs
+from .ops import DTYPES
+
+if TYPE_CHECKING:
+    from .compile import CallRecord
+    from .oracle import Verdict
+    from .session import GemmSession
+
+
+@dataclass
+class CheckResult:
+    output: Any
+    verdict: Verdict
+    record: CallRecord
+
+
+class Gemm:
+    """One drawn case bound to one backend: what a `@gemm_case` test receives as `gemm`."""
+
+    def __init__(self, case: GemmCase, backend: str, session: GemmSession, test_id: str = "") -> None:
+        self.case = case
+        self.backend = backend
+        self._session = session
+        self._test_id = test_id
+        self._inputs: CaseInputs | None = None
+        self.route: str | None = None  # the route the last check ran (multi-route backends), for known failures
+        self.checks = 0  # checks that reached the backend
+
+    # The case's fields, as the public API names them.
+    op = property(lambda self: self.case.op)
+    m = property(lambda self: self.case.m)
+    n = property(lambda self: self.case.n)
+    k = property(lambda self: self.case.k)
+    batch = property(lambda self: self.case.batch)
+    layout = property(lambda self: self.case.layout)
+    epilogue = property(lambda self: self.case.epilogue)
+
+    @property
+    def dtype(self):
+        return DTYPES[self.case.dtype]
+
+    @property
+    def device(self) -> str:
+        return backends.get(self.backend).device()
+
+    @property
+    def inputs(self) -> CaseInputs:
+        if self._inputs is None:
+            self._inputs = build_inputs(self.case, self.device)
+        return self._inputs
+
+    @property
+    def args(self) -> tuple:
+        """The op's inputs in its own argument order: mm(a, b), addmm(bias, a, b), linear(x, w, bias)."""
+        return self.inputs.args
+
+    def check(self, fn: Callable[..., Any] | None = None) -> CheckResult:
+        """Compile `fn` (default: the case's own op and epilogue) through this backend, run it and
+        compare with the float64 reference. Raises GemmMismatch on a wrong result; a case the backend
+        did not run with its own kernel ends the example as unsupported."""
+        from .check import check
+
+        return check(self._session, self, fn)
+
+    def __repr__(self) -> str:
+        return f"Gemm({self.case!r}, backend={self.backend!r})"

@@ -1,0 +1,309 @@
+"""One validation path for everything the user hands gemmguard, each error one line naming where the value
+came from (a flag, an ini key, an environment variable, a `[tool.gemmguard]` key, a decorator or fixture
+argument) and how to fix it.
+
+- Settings (`CORE`, `BENCH`): each one declared once, with its flag, ini key, environment variable and
+  pyproject key; the plugins add their options from these tables and read them through `resolve`, in the
+  order flag > environment > ini > pyproject > default.
+- The case space (`case_space`, in space.py next to what it builds): `@gemm_case`, `gemm_benchmark` and
+  `strategies.gemm_cases` all narrow the case space through it, so each takes the same names and fails the
+  same way.
+
+Torch-free (the pytest plugins load it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import files
+from .errors import GemmUsageError
+
+# ---------------------------------------------------------------- value parsers
+# Each raises ValueError(problem). The error reads "SOURCE=VALUE: problem"; a problem that starts with ": " or
+# " " is about the setting rather than the value, and is written right after the source ("--gemm-backends is
+# empty; valid: ...", "--gemm-backends: unknown backend 'x'; valid: ...").
+
+
+def positive_int(value: Any) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError("must be an integer >= 1")
+    return number
+
+
+def any_int(value: Any) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError("must be an integer") from None
+
+
+def seconds(value: Any, *, zero_means: str | None = None) -> float:
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        number = math.nan
+    lowest = 0.0 if zero_means else math.ulp(0.0)
+    if not math.isfinite(number) or number < lowest:
+        raise ValueError("must be a number of seconds >= 0 (0: " + zero_means + ")" if zero_means else "must be > 0")
+    return number
+
+
+def flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def on_off(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("on", "off"):
+        raise ValueError("must be 'on' or 'off'")
+    return text == "on"
+
+
+def backend_list(value: Any) -> list[str]:
+    """'Triton, aten' -> ['triton', 'aten'] (names checked against the registry; 'auto'/'all' kept)."""
+    from . import backends
+
+    known = backends.names()
+    valid = ", ".join([*known, "auto", "all"])
+    names = [p.strip().lower() for p in str(value).split(",") if p.strip()]
+    if not names:
+        raise ValueError(f" is empty; valid: {valid}")
+    for name in names:
+        if name not in (*known, "auto", "all"):
+            raise ValueError(f": unknown backend {name!r}; valid: {valid}")
+    return names
+
+
+def replay(value: Any) -> str:
+    text = str(value)
+    version, _, blob = text.partition(":")
+    if not version or not blob:
+        raise ValueError("expected VERSION:BLOB as printed in a failure report")
+    return text
+
+
+def directory(value: Any) -> str:
+    """A directory gemmguard may create files in (created later, on first write)."""
+    why = files.check_writable(str(value), directory=True)
+    if why:
+        raise ValueError(f"cannot be used as a directory: {why}")
+    return str(value)
+
+
+def writable_file(value: Any) -> str:
+    why = files.check_writable(str(value))
+    if why:
+        raise ValueError(f"cannot be written: {why}")
+    return str(value)
+
+
+def text(value: Any) -> str:
+    return str(value)
+
+
+# ---------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One user setting and every place it can come from."""
+
+    name: str  # attribute name in the resolved settings
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    flag: str | None = None
+    ini: str | None = None
+    env: str | None = None
+    table: str | None = None  # key of [tool.gemmguard]
+    is_flag: bool = False  # a store_true option
+    metavar: str | None = None
+    number: bool = False  # errors show the value as a number (--gemm-max-examples=0), not as text ('0')
+
+
+ENV_BACKENDS = "GEMMGUARD_BACKENDS"
+BACKEND_NAMES = "aten, triton, cutlass, cutedsl, cutedsl[quack], cpp"
+
+CORE: tuple[Setting, ...] = (
+    Setting("backends", backend_list, ["auto"], f"comma-separated backends: {BACKEND_NAMES}; 'auto' (default: all "
+            "usable here) or 'all'. A backend named here that cannot run fails the run (see --gemm-allow-unavailable)",
+            flag="--gemm-backends", ini="gemm_backends", env=ENV_BACKENDS, metavar="LIST"),
+    Setting("allow_unavailable", flag, False, "skip, instead of fail, the tests of a backend named in "
+            "--gemm-backends that cannot run here", flag="--gemm-allow-unavailable", ini="gemm_allow_unavailable",
+            env="GEMMGUARD_ALLOW_UNAVAILABLE", is_flag=True),
+    Setting("max_examples", positive_int, None, "examples per gemm case (overrides every test)",
+            flag="--gemm-max-examples", ini="gemm_max_examples", metavar="N", number=True),
+    Setting("seed", any_int, None, "seed for case generation and input values", flag="--gemm-seed", metavar="S",
+            number=True),
+    Setting("replay", replay, None, "replay one failing example: VERSION:BLOB from a report", flag="--gemm-replay"),
+    Setting("dynamic", flag, False, "compile with dynamic shapes (one compile serves many sizes) instead of one "
+            "static compile per shape", flag="--gemm-dynamic", is_flag=True),
+    Setting("compile_timeout", lambda v: seconds(v, zero_means="no limit"), 600.0, "seconds per compile (0: none)",
+            flag="--gemm-compile-timeout", metavar="S", number=True),
+    Setting("cache_dir", directory, None, "Inductor/Triton cache dir (default: a fresh temp dir per run)",
+            flag="--gemm-cache-dir", metavar="DIR"),
+    Setting("repro_dir", directory, "gemmguard-repro", "where standalone repro scripts go",
+            flag="--gemm-repro-dir", metavar="DIR"),
+    Setting("known", text, None, "known-failures TOML: a failure an entry describes is xfail with its link; "
+            "an entry whose cases ran and passed is XPASS", flag="--gemm-known", env="GEMMGUARD_KNOWN",
+            table="known_failures", metavar="FILE"),
+    Setting("known_strict", flag, False, "an XPASS (a known failure that no longer shows) fails its test, so the "
+            "known-failures file stays true", flag="--gemm-known-strict", is_flag=True),
+)  # fmt: skip
+
+BENCH: tuple[Setting, ...] = (
+    Setting("baseline", text, None, "compare gemm_benchmark results with this baseline JSON; real regressions fail",
+            flag="--gemm-baseline", metavar="PATH"),
+    Setting("require_baseline", flag, False, "a --gemm-baseline that does not exist is an error, not a note (CI)",
+            flag="--gemm-require-baseline", env="GEMMGUARD_REQUIRE_BASELINE", is_flag=True),
+    Setting("save_baseline", writable_file, None, "write (or update) a baseline JSON with this run's results",
+            flag="--gemm-save-baseline", metavar="PATH"),
+    Setting("baseline_force", flag, False, "use a baseline recorded on other hardware/software anyway (and let "
+            "saving replace one)", flag="--gemm-baseline-force", is_flag=True),
+    Setting("bench_only", flag, False, "run only tests that use gemm_benchmark", flag="--gemm-bench-only",
+            is_flag=True),
+    Setting("no_bench", flag, False, "deselect tests that use gemm_benchmark", flag="--gemm-no-bench", is_flag=True),
+    Setting("cold_compile", on_off, True, "measure cold/warm compile time in a fresh subprocess per case "
+            "(on/off; default on)", flag="--gemm-cold-compile", table="cold_compile", metavar="on|off"),
+    Setting("compile_samples", positive_int, 1, "cold compiles per case, each in a fresh process with empty caches. "
+            "With >= 5 here and in the baseline a compile-time regression must also be significant (one-sided "
+            "Mann-Whitney, alpha 0.01); with fewer a slowdown is reported, never failed",
+            flag="--gemm-compile-samples", table="compile_samples", metavar="N"),
+    Setting("max_time_s", seconds, 2.0, "time cap per measured case (seconds)", flag="--gemm-bench-time",
+            table="max_time_s", metavar="SECONDS", number=True),
+    Setting("cpu_threads", positive_int, None, "torch threads while timing on the CPU (1 makes timings repeatable "
+            "on a shared machine)", flag="--gemm-cpu-threads", table="cpu_threads", metavar="N", number=True),
+    Setting("rel_ci", lambda v: seconds(v), 0.01, "target half-width of the median's CI, relative", table="rel_ci"),
+    Setting("min_samples", positive_int, 10, "runtime samples per measurement (>= 10)", table="min_samples"),
+    Setting("verify", flag, True, "check each benchmarked case with the oracle first", table="verify"),
+    Setting("reference", flag, True, "time eager ATen side by side as the in-run reference", table="reference"),
+    Setting("report_json", writable_file, None, "write the benchmark JSON report here", flag="--gemm-report-json",
+            metavar="PATH"),
+    Setting("report_md", writable_file, None, "write the benchmark Markdown summary here ($GITHUB_STEP_SUMMARY is "
+            "appended to)", flag="--gemm-report-md", metavar="PATH"),
+    Setting("plots", directory, None, "draw runtime.png and compile.png in this directory (needs matplotlib)",
+            flag="--gemm-plots", metavar="DIR"),
+)  # fmt: skip
+
+# Settings the backends read from the environment (documented in README, validated where they are read).
+BACKEND_ENV = {
+    "GEMMGUARD_TRITON_TMA": (flag, "0 switches off Inductor's persistent TMA Triton template on SM90 (default 1)"),
+    "GEMMGUARD_CUTLASS_CONFIGS": (positive_int, "CUTLASS configs profiled per GEMM (default 2: each is an nvcc build)"),
+    "GEMMGUARD_CUTLASS_ALLOWLIST": (text, "regex restricting CUTLASS op names (Inductor's cutlass_op_allowlist_regex)"),
+    "GEMMGUARD_CUTLASS_TREE": (text, "where the CUTLASS source-tree layout is assembled (default ~/.cache/gemmguard)"),
+    "GEMMGUARD_NVGEMM_CONFIGS": (positive_int, "NVGEMM configs profiled per GEMM (default 3)"),
+}
+
+
+def backend_env(name: str, default: Any) -> Any:
+    """A backend's environment setting, validated: one line naming the variable when it is bad."""
+    parse, _ = BACKEND_ENV[name]
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise GemmUsageError(f"environment {name}={raw!r}: {exc}") from None
+
+
+def add_options(parser: Any, group_name: str, description: str, settings: Sequence[Setting]) -> None:
+    """Declare `settings` as pytest options and ini keys (values are read by `resolve`)."""
+    group = parser.getgroup(group_name, description)
+    for s in settings:
+        if s.flag is None:
+            continue
+        if s.is_flag:
+            group.addoption(s.flag, action="store_true", default=None, help=s.help)
+        else:
+            group.addoption(s.flag, default=None, metavar=s.metavar, help=s.help)
+    for s in settings:
+        if s.ini:
+            parser.addini(s.ini, f"default for {s.flag}" if s.flag else s.help, default=None)
+
+
+def _sources(config: Any, s: Setting, table: dict[str, Any]) -> list[tuple[str, Any]]:
+    found = []
+    if s.flag is not None:
+        found.append((s.flag, config.getoption(s.flag)))
+    if s.env is not None:
+        found.append((f"environment {s.env}", os.environ.get(s.env)))
+    if s.ini is not None:
+        found.append((f"ini {s.ini}", config.getini(s.ini)))
+    if s.table is not None:
+        found.append((f"[tool.gemmguard] {s.table}", table.get(s.table)))
+    return found
+
+
+def resolve(config: Any, settings: Sequence[Setting], table: dict[str, Any]) -> dict[str, Any]:
+    """Each setting's value from the first source that gives one, parsed; GemmUsageError names the source.
+    An empty string given on purpose (`--gemm-backends=`) is a value, and checked as one."""
+    out: dict[str, Any] = {}
+    for s in settings:
+        value: Any = s.default
+        for source, raw in _sources(config, s, table):
+            if raw is None or (raw == "" and not source.startswith("--")) or (s.is_flag and raw is False):
+                continue
+            try:
+                value = s.parse(raw)
+            except ValueError as exc:
+                raise GemmUsageError(_error_line(source, raw, str(exc), s.number)) from None
+            break
+        out[s.name] = value
+    return out
+
+
+def _error_line(source: str, raw: Any, problem: str, number: bool) -> str:
+    if problem.startswith((": ", " ")):
+        return f"{source}{problem}"
+    shown = raw if isinstance(raw, (int, float)) or (number and _is_number(raw)) else repr(raw)
+    return f"{source}={shown}: {problem}"
+
+
+def _is_number(raw: Any) -> bool:
+    try:
+        float(str(raw))
+    except ValueError:
+        return False
+    return True
+
+
+def read_pyproject(rootdir: str) -> dict[str, Any]:
+    """The `[tool.gemmguard]` table of rootdir/pyproject.toml ({} if absent)."""
+    path = os.path.join(rootdir, "pyproject.toml")
+    if not os.path.exists(path):
+        return {}
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            return {}
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise GemmUsageError(f"{path}: cannot read [tool.gemmguard]: {exc}") from None
+    table = doc.get("tool", {}).get("gemmguard", {})
+    if not isinstance(table, dict):
+        raise GemmUsageError(f"{path}: [tool.gemmguard] must be a table")
+    return table

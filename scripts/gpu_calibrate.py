@@ -1,0 +1,138 @@
+"""Calibrate the oracle on the GPU: how much of gemmguard's tolerance does an unchanged, correct library use?
+
+Draws cases from the whole default case space (`strategies.gemm_cases("cuda")`, every op, dtype, layout and
+epilogue chain) over several seeds and, for each, measures max |error| / tolerance of:
+
+  eager-torch   the case's eager function under torch's own default flags (reduced-precision reductions on)
+  eager-case    the same under the flags gemmguard sets for the case (precision.math_precision)
+  aten          the case compiled through Inductor's ATEN backend by gemmguard's own check (`--compiled N`)
+
+A correct library must stay under 1 in the columns gemmguard judges (eager-case, aten); eager-torch shows
+why gemmguard sets the flags. Prints a table per dtype and op, writes every case to OUT/calibration.jsonl.
+
+    python3 scripts/gpu_calibrate.py --cases 3000 --seeds 6 --compiled 300 --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def draw(n: int, seed: int, device: str) -> list:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
+
+    from pytest_gemmguard.strategies import gemm_cases
+
+    out: list = []
+
+    @hseed(seed)
+    @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(case=gemm_cases(device, seed=seed))
+    def collect(case) -> None:
+        out.append(case)
+
+    collect()
+    return out
+
+
+def ratio(out, expected, tol) -> float:
+    import torch
+
+    err = (out.detach().to(torch.float64) - expected).abs()
+    finite = torch.isfinite(expected.to(out.dtype).to(torch.float64))
+    return float(torch.where(finite, err / tol, torch.zeros_like(err)).max()) if err.numel() else 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", type=int, default=2000, help="drawn cases in all (split over the seeds)")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--compiled", type=int, default=0, help="of those, how many to also compile through aten")
+    ap.add_argument("--deadline", type=float, default=400.0, help="seconds: start no new case after this")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+
+    import torch
+
+    from pytest_gemmguard import oracle
+    from pytest_gemmguard.cases import build_inputs, case_function
+    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.errors import BackendCrashed, GemmMismatch, Unsupported
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.ops import DTYPES
+    from pytest_gemmguard.precision import math_precision
+    from pytest_gemmguard.session import GemmSession, Options
+
+    started = time.monotonic()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    cases = []
+    for s in range(args.seeds):
+        cases += draw(args.cases // args.seeds, 1000 + s, device)
+    compiler = Compiler(dynamic=False, timeout_s=120)
+    session = GemmSession(compiler, Options(repro_dir=os.path.join(args.out, "repro")))
+    rows = []
+    log = open(os.path.join(args.out, "calibration.jsonl"), "w")
+    for i, case in enumerate(cases):
+        if time.monotonic() - started > args.deadline:
+            break
+        inputs = build_inputs(case, device)
+        expected, tol = oracle.case_reference(case, inputs)
+        fn = case_function(case.op, case.epilogue, case.dtype)
+        row = {"case": case.describe(), "op": case.op, "dtype": case.dtype}
+        with torch.no_grad():
+            if case.dtype != "tf32":  # torch's defaults: TF32 off for matmul, reduced precision on
+                row["eager-torch"] = ratio(fn(*inputs.flat), expected, tol)
+            with math_precision(case.dtype):
+                row["eager-case"] = ratio(fn(*inputs.flat), expected, tol)
+        if i < args.compiled:
+            try:
+                result = Gemm(case, "aten", session, "calibrate").check()
+                row["aten"] = result.verdict.max_ratio
+            except GemmMismatch as exc:
+                row["aten"] = float("inf")
+                row["aten_report"] = str(exc)
+            except (Unsupported, BackendCrashed) as exc:
+                row["aten_skip"] = str(exc)[:200]
+        rows.append(row)
+        log.write(json.dumps(row, default=str) + "\n")
+    compiler.deactivate()
+    elapsed = time.monotonic() - started
+
+    by = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        for col in ("eager-torch", "eager-case", "aten"):
+            if col in row:
+                by[(row["dtype"], row["op"])][col].append(row[col])
+    print(f"# {len(rows)} cases in {elapsed:.0f} s on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}, "
+          f"torch {torch.__version__}; max |error|/tolerance: max (p99) [cases over 1]")
+    print(f"{'dtype':14s} {'op':18s} {'n':>5s}  {'eager-torch':>24s}  {'eager-case':>24s}  {'aten':>24s}")
+
+    def cell(values: list) -> str:
+        if not values:
+            return "-"
+        values = sorted(values)
+        p99 = values[min(len(values) - 1, int(0.99 * len(values)))]
+        return f"{values[-1]:.3g} ({p99:.3g}) [{sum(v > 1 for v in values)}]"
+
+    for key in sorted(by):
+        cols = by[key]
+        n = max(len(v) for v in cols.values())
+        print(f"{key[0]:14s} {key[1]:18s} {n:5d}  {cell(cols['eager-torch']):>24s}  {cell(cols['eager-case']):>24s}  "
+              f"{cell(cols['aten']):>24s}")
+    over = {c: sum(1 for r in rows if r.get(c, 0) > 1) for c in ("eager-torch", "eager-case", "aten")}
+    compiled = sum(1 for r in rows if "aten" in r)
+    print(f"TOTAL cases {len(rows)}, over the bound: eager-torch {over['eager-torch']}, eager-case "
+          f"{over['eager-case']}, aten {over['aten']} of {compiled} compiled; dtypes {sorted(DTYPES)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

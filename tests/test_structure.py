@@ -1,0 +1,135 @@
+"""The shape of the package, checked so it stays the shape README and the module docstrings describe:
+plugins that load without torch and never import each other, one exception root, modules small enough to
+read, and an adapter per third-party internal that fails loudly when the internal moves."""
+
+import ast
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).parent.parent / "pytest_gemmguard"
+MAX_LINES = 400
+
+
+def _modules():
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """Every module a file imports, at any depth, resolved against the package."""
+    tree = ast.parse(path.read_text())
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base]) if base else ".".join(parts)
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    return found
+
+
+def test_loading_both_plugins_imports_no_torch():
+    code = "import pytest_gemmguard.plugin, pytest_gemmguard.bench.plugin, sys; print(sorted(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    heavy = [m for m in ("torch", "triton", "cutlass", "quack", "numpy", "hypothesis") if f"'{m}'" in out]
+    assert not heavy, f"plugin load imported {heavy}"
+
+
+def test_a_pytest_run_without_gemm_tests_never_imports_torch(pytester):
+    """A project that has gemmguard installed but no GEMM test: the whole run, configure to unconfigure."""
+    pytester.makeconftest(
+        textwrap.dedent(
+            """
+            import sys
+
+            def pytest_unconfigure(config):
+                open("modules.txt", "w").write("\\n".join(sorted(sys.modules)))
+            """
+        )
+    )
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess()  # both plugins load through their entry points
+    result.assert_outcomes(passed=1)
+    modules = (pytester.path / "modules.txt").read_text().split()
+    assert "pytest_gemmguard.plugin" in modules and "pytest_gemmguard.bench.plugin" in modules
+    assert "torch" not in modules
+
+
+def test_neither_plugin_imports_the_other():
+    core, bench = PACKAGE / "plugin.py", PACKAGE / "bench" / "plugin.py"
+    assert not any(m.startswith("pytest_gemmguard.bench") for m in _imports(core))
+    assert "pytest_gemmguard.plugin" not in _imports(bench)
+
+
+def test_no_module_is_a_god_module():
+    long = {str(p.relative_to(PACKAGE)): n for p in _modules() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_every_exception_class_lives_in_errors_under_one_root():
+    from pytest_gemmguard import errors
+
+    defined = {}
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Name) and (b.id.endswith(("Error", "Exception")) or b.id in ("Unsupported",))
+                for b in node.bases
+            ):
+                defined[node.name] = path.name
+    assert {name for name, where in defined.items() if where != "errors.py"} == set(), defined
+    for name in defined:
+        assert issubclass(getattr(errors, name), errors.GemmguardError), name
+
+
+@pytest.mark.parametrize("library", ["inductor", "hypothesis", "pytest_benchmark"])
+def test_each_adapter_accepts_the_installed_library(library):
+    import importlib
+
+    importlib.import_module(f"pytest_gemmguard._compat.{library}").check()
+
+
+def test_an_adapter_fails_loudly_naming_the_version_when_an_internal_moves(monkeypatch):
+    """Plant the move: take away the hook provenance reads, and the adapter's check must say so."""
+    import torch
+    from torch._inductor.graph import GraphLowering
+
+    from pytest_gemmguard._compat import inductor
+
+    monkeypatch.delattr(GraphLowering, "save_output_code")
+    with pytest.raises(RuntimeError, match=rf"torch {re.escape(torch.__version__)} moved .*save_output_code"):
+        inductor.check()
+
+
+def test_no_module_outside_the_adapters_touches_a_listed_internal():
+    internals = {"save_output_code", "_hypothesis_internal_add_digest", "_add_stats", "_mode", "CUTLASSCodeCache"}
+    offenders = []
+    for path in _modules():
+        if "_compat" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in internals:
+                offenders.append(f"{path.name}:{node.lineno}: .{node.attr}")
+    assert not offenders
+
+
+def test_temporary_backend_registrations_leave_the_registry_as_it_was():
+    from pytest_gemmguard import backends
+    from pytest_gemmguard.backends.aten import AtenBackend
+
+    class Extra(AtenBackend):
+        name = "structure-test-extra"
+
+    before = backends.names()
+    with backends.registered(Extra()):
+        assert "structure-test-extra" in backends.names() and backends.probe("structure-test-extra").available
+    assert backends.names() == before
