@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ._compat.pytest import point_reports_at
 from ._state import RUNNER_FIXTURE
 from .errors import GemmUsageError
 from .space import case_space
@@ -47,6 +48,7 @@ def gemm_case(**kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any
         gemm_case_test.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         del gemm_case_test.__wrapped__  # pytest must see the new signature, not the test's own
         gemm_case_test._gemmguard_space = space  # type: ignore[attr-defined]
+        point_reports_at(gemm_case_test, test)  # reports and skips name the test's own line
         return gemm_case_test
 
     return decorate

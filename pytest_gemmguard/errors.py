@@ -11,6 +11,7 @@ outcome by its type, never by searching a message.
     ├── UserCodeError         the test's own function raised or returned something that is not a tensor
     ├── KnownFailureFixed     a known failure no longer shows, under --gemm-known-strict
     ├── GemmMismatch          the backend's kernel ran and its result was wrong   (also an AssertionError)
+    ├── MeasurementError      a timing no kernel could produce (the timer missed the work): refused
     └── GemmBudgetError       a performance budget broke, or a regression is real (also an AssertionError)
 
 Torch-free: the pytest plugins import this at load.
@@ -80,6 +81,11 @@ class KnownFailureFixed(GemmguardError):
 
 class GemmMismatch(GemmguardError, AssertionError):
     """A backend's kernel ran and produced a wrong result."""
+
+
+class MeasurementError(GemmguardError):
+    """A benchmark measurement that cannot be true (faster than this machine's measured peak by far): the
+    timer missed the kernel. Refused, so no impossible number reaches a report or a baseline."""
 
 
 class KnownFailureXPass(UserWarning):

@@ -22,6 +22,7 @@ from .errors import (
     GemmguardError,
     GemmUsageError,
     KnownFailureFixed,
+    MeasurementError,
     Unsupported,
     UserCodeError,
 )
@@ -195,7 +196,7 @@ def _outcome_of(exc: BaseException, backend: str, state: _state.SharedState) -> 
             why = "it was named in --gemm-backends (pass --gemm-allow-unavailable to skip it instead)"
             return "unavailable", f"gemmguard: {exc}; failing because {why}", False
         return "unavailable", f"gemmguard: {exc}", True
-    if isinstance(exc, (CompileTimeout, BackendCrashed, KnownFailureFixed)):
+    if isinstance(exc, (CompileTimeout, BackendCrashed, KnownFailureFixed, MeasurementError)):
         notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))
         return "failed", f"gemmguard: {exc}{notes}", False
     if isinstance(exc, (UserCodeError, GemmUsageError)):
@@ -222,7 +223,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report.user_properties = [*report.user_properties, (OUTCOME_PROPERTY, kind)]
     if skip:
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, text)
+        # pytest keeps a skip's line 1-based in this tuple (its location is 0-based).
+        report.longrepr = (str(item.path), (item.location[1] or 0) + 1, text)
     elif text is not None:
         report.outcome = "failed"
         report.longrepr = text

@@ -277,3 +277,12 @@ def test_help_lists_every_backend_and_the_results_table_stays_aligned():
     lines = results_table(["aten", "cutedsl[quack]"], tally, dynamic=False)
     bars = {line.index("|") for line in lines[:1] + lines[2:4]}
     assert len(bars) == 1, lines
+
+
+def test_a_gemm_case_test_is_reported_at_its_own_line(pytester):
+    """Skips, failures and CI annotations name the user's test, not gemmguard's wrapper."""
+    pytester.makeconftest(UNAVAILABLE)
+    written = pytester.makepyfile(SIMPLE).read_text().splitlines()
+    result = pytester.runpytest_inprocess("--gemm-backends=broken-cuda", "--gemm-allow-unavailable", "-rs")
+    line = next(i for i, text in enumerate(written, 1) if text.startswith("@gemm_case"))  # where pytest puts a def
+    assert f"test_a_gemm_case_test_is_reported_at_its_own_line.py:{line}: gemmguard: backend" in result.stdout.str()

@@ -199,3 +199,24 @@ def test_a_float8_case_is_benchmarked_against_a_float8_peak(pytester):
     pytester.makepyfile(FLOAT8_TEST)
     pytester.makepyprojecttoml(PYPROJECT)
     pytester.runpytest_inprocess(*COMMON).assert_outcomes(passed=1)
+
+
+MISSED = """
+def test_mm(gemm_benchmark):
+    # The planted defect: a timer that never sees the kernel (as a CUDA graph that did not capture it).
+    gemm_benchmark.instrument = lambda timed: (lambda: None)
+    gemm_benchmark(shape=(192, 192, 192), dtype="float32")
+"""
+
+
+def test_a_timing_no_kernel_could_reach_is_refused_not_reported(pytester):
+    """A measurement far above this machine's measured library peak means the timer missed the work: the
+    test fails with the numbers, and nothing reaches the baseline."""
+    pytester.makepyfile(test_missed=MISSED)
+    pytester.makefile(".toml", pyproject=PYPROJECT)
+    base = pytester.path / "base.json"
+    result = pytester.runpytest_inprocess(*COMMON, f"--gemm-save-baseline={base}")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "the timer cannot have seen the kernel run, so this measurement is refused" in out
+    assert "x this run's peak" in out and "baseline" in out and not base.exists()
