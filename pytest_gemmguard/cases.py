@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from .ops import DTYPES, OPS, STEPS, apply_chain, chain_name, gemm_out_dtype, output_dtype, parse_chain
 
 # Per-operand storage: "row" (contiguous), "col" (column-major: a transposed view of contiguous
@@ -72,8 +74,6 @@ def _operand_seed(case_seed: int, role: str, shape: tuple[int, ...], dtype: str)
 
 
 def _make(shape: tuple[int, ...], storage: str, dtype: str, seed: int, device: str):
-    import torch
-
     gen = torch.Generator().manual_seed(seed)
     if storage == "scale":
         return (0.5 + 1.5 * torch.rand(shape, generator=gen, dtype=torch.float32)).to(device)
@@ -164,8 +164,6 @@ def case_function(op: str, epilogue: str, dtype: str) -> Callable[..., Any]:
     Cached so the same case structure is always the same Python function object (and code object):
     Dynamo's own cache, with its guards, then decides soundly when a compile can be reused.
     """
-    import torch
-
     op_spec = OPS[op]
     steps = parse_chain(epilogue)
     roles = [r for s in steps for r in _extra_roles(s)]

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from . import backends, oracle, repro
 from .cases import case_function
 from .compile import run_checked
@@ -62,8 +64,6 @@ def _attempt(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, ba
 
 def _user_eager(fn: Callable[..., Any], flat: tuple) -> Any:
     """Run the test's own function eagerly first: what goes wrong here is the test's, not the backend's."""
-    import torch
-
     try:
         with torch.no_grad():
             out = fn(*flat)
@@ -81,8 +81,6 @@ def _user_eager(fn: Callable[..., Any], flat: tuple) -> Any:
 
 
 def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend) -> CheckResult:
-    import torch
-
     started = time.perf_counter()
     case, inputs = gemm.case, gemm.inputs
     expected, tol = oracle.case_reference(case, inputs)

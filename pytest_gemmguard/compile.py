@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from ._compat import inductor
 from .backends import Backend
 from .errors import BackendCrashed, CompileTimeout, Unsupported
@@ -109,8 +111,6 @@ class CompiledGemm:
         """For timing: a zero-argument callable that runs the compiled code on `inputs` without the
         per-call bookkeeping, under the options it was compiled with. Raises on exit if a call
         recompiled: the timed code would then not be the code that was checked."""
-        import torch
-
         runtime = [inputs[i] for i in self._runtime_positions]
         call = self._call
         record = CallRecord()
@@ -181,8 +181,6 @@ class Compiler:
         self, backend: Backend, fn: Callable, inputs: Sequence[Any], weight_positions: Sequence[int] = ()
     ) -> CompiledGemm:
         """Prepare `fn` for compiling through `backend` (the compile itself happens on first call)."""
-        import torch
-
         self.activate()
         if backend.name not in self._prepared:
             self._prepared[backend.name] = backend.prepare()
@@ -204,8 +202,6 @@ class Compiler:
         return CompiledGemm(backend, self.dynamic, compiled, tuple(range(n)), self)
 
     def _run(self, backend: Backend, call: Callable, runtime: list) -> tuple[Any, CallRecord]:
-        import torch
-
         record = CallRecord()
         _recorder.current = record
         try:

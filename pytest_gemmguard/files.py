@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 
@@ -50,8 +51,9 @@ def check_writable(path: str, *, directory: bool = False) -> str | None:
     return None
 
 
-def write_text_atomic(path: str, text: str) -> str:
-    """Write `text` to `path` atomically, creating its directory; returns the absolute path written."""
+def write_atomic(path: str, write: Callable[[str], None]) -> str:
+    """Have `write(tmp)` fill a temporary file beside `path`, then put it in place atomically with the mode
+    `path` had (or the umask's for a new file), creating the directory; returns the absolute path."""
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
@@ -59,12 +61,10 @@ def write_text_atomic(path: str, text: str) -> str:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=".gemmguard-", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=".gemmguard-", suffix=os.path.splitext(path)[1] + ".tmp", dir=directory)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        write(tmp)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -74,6 +74,18 @@ def write_text_atomic(path: str, text: str) -> str:
             pass
         raise
     return path
+
+
+def write_text_atomic(path: str, text: str) -> str:
+    """Write `text` to `path` atomically (see write_atomic); returns the absolute path written."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    return write_atomic(path, write)
 
 
 def write_json_atomic(path: str, obj: Any) -> str:

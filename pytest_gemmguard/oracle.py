@@ -105,8 +105,8 @@ def reference(fn: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor]) -
 
 def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """The case's exact float64 result and its per-element tolerance, computed side by side."""
-    spec = OPS[case.op]
-    args = dict(zip(spec.arg_names, upcast(inputs.args), strict=True))
+    op_spec = OPS[case.op]
+    args = dict(zip(op_spec.arg_names, upcast(inputs.args), strict=True))
     extras = dict(zip(inputs.extras, upcast(inputs.extras.values()), strict=True))
     a, k = args["a"], case.k
     b = args["w"].t() if "w" in args else args["b"]
@@ -116,12 +116,12 @@ def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, to
         store = gemm_out_dtype(case.dtype)
         acc = LAMBDA_ACC * _eps("float32") * (k**0.5) + ACCUMULATION_EPS.get(case.dtype, 0.0)
         e = (acc + OPERAND_EPS.get(case.dtype, 0.0)) * mag
-        if spec.scaled:
+        if op_spec.scaled:
             # Dequantization: exact in float64; the kernel's two float32 multiplies round twice.
             scale = args["scale_a"] * args["scale_b"]
             y, e = y * scale, e * scale + 2 * _eps("float32") * (y * scale).abs()
         e = e + _eps(store) * y.abs()
-        if spec.has_bias:
+        if op_spec.has_bias:
             y = y + args["bias"]
             e = e + _eps(store) * y.abs()
         for name in case.steps:

@@ -24,10 +24,10 @@ from .precision import describe
 
 
 def _case_function_source(case: cases.GemmCase) -> str:
-    spec = OPS[case.op]
+    op_spec = OPS[case.op]
     args_roles, extra_roles = cases.input_roles(case)
     lines = [f"def fn({', '.join(args_roles + extra_roles)}):"]
-    lines.append(f"    y = {spec.expr}")
+    lines.append(f"    y = {op_spec.expr}")
     for name in case.steps:
         if name == "cast":
             lines.append(f"    y = y.to(torch.{output_dtype(case.dtype, case.steps)})")

@@ -144,6 +144,9 @@ def test_returns_a_tuple(gemm):
 @gemm_case(ops=["mm"], dtypes=["float32"], shapes=[(4, 5, 6)], max_examples=2)
 def test_raises(gemm):
     gemm.check(lambda a, b: a @ b.t())  # wrong shapes: the test's own bug
+
+def test_bad_benchmark_argument(gemm_benchmark):
+    gemm_benchmark(layout="foo")
 """
 
 
@@ -151,12 +154,13 @@ def test_the_test_s_own_error_is_never_blamed_on_the_backend(pytester):
     pytester.makepyfile(BLAME)
     result = pytester.runpytest_inprocess("--gemm-backends=aten", "-p", "no:cacheprovider")
     out = result.stdout.str()
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=3)
     assert "your function returned tuple; it must return one tensor" in out
     assert "your function raised RuntimeError when run eagerly" in out
+    assert "gemm_benchmark(layout=...): unknown value 'foo'" in out
     row = next(line.split() for line in out.splitlines() if line.startswith("aten "))
     test_error = row[[i for i, cell in enumerate(row) if cell == "|"][1] + 1]
-    assert row[3] == "0" and test_error == "2", row  # no backend failure; two tests in their own error
+    assert row[3] == "0" and test_error == "3", row  # no backend failure; three tests in their own error
     assert "aten produced a wrong result" not in out
 
 

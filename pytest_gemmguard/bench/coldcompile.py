@@ -12,7 +12,7 @@ compilation_time_metrics`); they are nested (autotuning happens inside lowering)
 `measure_repeated` takes several such samples, each in its own fresh process and empty cache, so a
 compile-time regression can be tested for significance like a runtime one (stats.compare). A backend
 registered at run time (a conftest calling `backends.register`) is not known to a fresh interpreter, so
-the spec names the module that defines it (`backend_module`) and the child imports that module first.
+the job names the module that defines it (`backend_module`) and the child imports that module first.
 """
 
 from __future__ import annotations
@@ -55,29 +55,29 @@ def _phases(before: dict[str, float], after: dict[str, float]) -> dict[str, floa
     return {k: round(v, 4) for k, v in out.items()}
 
 
-def _resolve_fn(spec: dict) -> Any:
-    if not spec.get("fn"):
+def _resolve_fn(job: dict) -> Any:
+    if not job.get("fn"):
         return None
     import importlib
 
-    module, _, qualname = spec["fn"].partition(":")
+    module, _, qualname = job["fn"].partition(":")
     obj: Any = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
 
 
-def _backend(spec: dict) -> Any:
+def _backend(job: dict) -> Any:
     from .. import backends
 
-    if spec["backend"] not in backends.names() and spec.get("backend_module"):
+    if job["backend"] not in backends.names() and job.get("backend_module"):
         import importlib
 
-        importlib.import_module(spec["backend_module"])  # registers the backend, as it did in the parent
-    return backends.get(spec["backend"])
+        importlib.import_module(job["backend_module"])  # registers the backend, as it did in the parent
+    return backends.get(job["backend"])
 
 
-def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], list[str]]:
+def _compile_once(job: dict, cache_dir: str) -> tuple[float, dict[str, float], list[str]]:
     import torch
 
     from ..cases import GemmCase, build_inputs, case_function
@@ -85,13 +85,13 @@ def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], 
     from ..ops import OPS
     from ..precision import math_precision
 
-    case = GemmCase(**spec["case"])
-    backend = _backend(spec)
+    case = GemmCase(**job["case"])
+    backend = _backend(job)
     inputs = build_inputs(case, backend.device())
-    fn = _resolve_fn(spec)
+    fn = _resolve_fn(job)
     target, flat = (case_function(case.op, case.epilogue, case.dtype), inputs.flat) if fn is None else (fn, inputs.args)
     weights = OPS[case.op].weight_positions
-    compiler = Compiler(cache_dir=cache_dir, dynamic=spec.get("dynamic", False), timeout_s=0)
+    compiler = Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
     compiler.activate()  # the same directories the parent pointed the environment at
     before = _timers()
     if backend.device().startswith("cuda"):
@@ -108,13 +108,13 @@ def _compile_once(spec: dict, cache_dir: str) -> tuple[float, dict[str, float], 
     return wall, _phases(before, _timers()), kernels
 
 
-def child(spec: dict) -> dict:
+def child(job: dict) -> dict:
     cache_dir = os.environ[ROOT_ENV]
-    cold_s, cold_phases, kernels = _compile_once(spec, cache_dir)
+    cold_s, cold_phases, kernels = _compile_once(job, cache_dir)
     import torch._dynamo
 
     torch._dynamo.reset()
-    warm_s, warm_phases, _ = _compile_once(spec, cache_dir)
+    warm_s, warm_phases, _ = _compile_once(job, cache_dir)
     return {
         "cold_s": round(cold_s, 4),
         "warm_s": round(warm_s, 4),
@@ -124,8 +124,8 @@ def child(spec: dict) -> dict:
     }
 
 
-def measure(spec: dict, timeout_s: float = 900.0) -> dict:
-    """Run the child for `spec` ({"backend", "case": GemmCase fields, "fn": "module:qualname" or None,
+def measure(job: dict, timeout_s: float = 900.0) -> dict:
+    """Run the child for `job` ({"backend", "case": GemmCase fields, "fn": "module:qualname" or None,
     "dynamic"}); its result, or {"error": one line} when it could not measure."""
     root = tempfile.mkdtemp(prefix="gemmguard-cold-")
     env = dict(os.environ)
@@ -136,7 +136,7 @@ def measure(spec: dict, timeout_s: float = 900.0) -> dict:
     started = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest_gemmguard.bench.coldcompile", json.dumps(spec)],
+            [sys.executable, "-m", "pytest_gemmguard.bench.coldcompile", json.dumps(job)],
             capture_output=True,
             text=True,
             env=env,
@@ -156,9 +156,9 @@ def measure(spec: dict, timeout_s: float = 900.0) -> dict:
 
 
 def measure_repeated(
-    spec: dict, samples: int = 1, progress: Callable[[str], None] | None = None, timeout_s: float = 900.0
+    job: dict, samples: int = 1, progress: Callable[[str], None] | None = None, timeout_s: float = 900.0
 ) -> dict:
-    """`samples` cold compiles of `spec`, each by `measure` (its own fresh process and empty caches).
+    """`samples` cold compiles of `job`, each by `measure` (its own fresh process and empty caches).
 
     Returns the median sample's numbers (cold_s, warm_s, phases) plus every sample (`cold_samples`,
     `warm_samples`), or {"error": one line} as soon as one sample fails: a child that cannot compile once
@@ -167,7 +167,7 @@ def measure_repeated(
     for i in range(samples):
         if progress is not None:
             progress(f"cold compile {i + 1}/{samples} in a fresh process with empty caches")
-        result = measure(spec, timeout_s)
+        result = measure(job, timeout_s)
         if "error" in result:
             return {"error": result["error"] + (f" (sample {i + 1} of {samples})" if samples > 1 else "")}
         runs.append(result)
@@ -186,9 +186,9 @@ def measure_repeated(
 
 
 def main(argv: list[str]) -> int:
-    spec = json.loads(argv[1])
+    job = json.loads(argv[1])
     try:
-        result = child(spec)
+        result = child(job)
     except Exception as exc:  # reported to the parent as one line
         result = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     sys.stdout.flush()

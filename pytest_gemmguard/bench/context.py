@@ -61,10 +61,10 @@ class BenchContext:
             )
         return peak
 
-    def cold(self, spec: dict, progress: Callable[[str], None] | None = None) -> dict:
+    def cold(self, job: dict, progress: Callable[[str], None] | None = None) -> dict:
         from . import coldcompile
 
-        key = repr(sorted(spec.items()))
+        key = repr(sorted(job.items()))
         if key not in self._cold:
-            self._cold[key] = coldcompile.measure_repeated(spec, self.settings.compile_samples, progress)
+            self._cold[key] = coldcompile.measure_repeated(job, self.settings.compile_samples, progress)
         return self._cold[key]

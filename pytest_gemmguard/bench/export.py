@@ -12,7 +12,7 @@ import datetime
 import os
 from typing import Any
 
-from ..files import write_json_atomic, write_text_atomic
+from ..files import write_atomic, write_json_atomic, write_text_atomic
 from .report import compile_change
 
 
@@ -125,8 +125,8 @@ def plots(directory: str, results: list, baseline: Any = None) -> list[str] | st
         ax.set_ylabel(ylabel)
         ax.legend()
         fig.tight_layout()
-        out = os.path.join(directory, name)
-        fig.savefig(out, dpi=110)
+        # savefig needs the format: the temporary file keeps the .png suffix (format given explicitly too).
+        out = write_atomic(os.path.join(directory, name), lambda tmp, fig=fig: fig.savefig(tmp, dpi=110, format="png"))
         plt.close(fig)
         written.append(out)
     return written

@@ -117,14 +117,14 @@ def measure(
                 )
             else:
                 dynamic = session.compiler.dynamic
-                spec_ = {
+                job = {
                     "backend": backend_name,
                     "backend_module": type(backend).__module__,  # a conftest-registered backend, in the child
                     "case": asdict(case),
                     "fn": fn_ref,
                     "dynamic": dynamic,
                 }
-                cold = ctx.cold(spec_, lambda line: session.progress(f"{label}: {line}"))
+                cold = ctx.cold(job, lambda line: session.progress(f"{label}: {line}"))
                 m.cold_error = cold.get("error")
                 m.cold_compile_s, m.warm_compile_s = cold.get("cold_s"), cold.get("warm_s")
                 m.cold_compile_samples = cold.get("cold_samples", [])
