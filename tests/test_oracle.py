@@ -209,3 +209,11 @@ def test_the_float64_reference_refuses_to_guess_bias_with_an_output_scale():
         oracle.reference(
             lambda a, b: torch._scaled_mm(a, b, one, one, bias=torch.zeros(16), scale_result=one), (a, a.t())
         )
+
+
+def test_the_vectorized_gelu_tail_is_inside_the_tolerance():
+    """Found by a random draw: eager GELU on the CPU at y = -2.6 (output -0.012) is 285 ulp of its output
+    off, an absolute erf error times |y|. A correct library must pass, with room (the half-tolerance rule)."""
+    case = GemmCase("mm", 3, 48, 1, dtype="float32", epilogue="residual+gelu")
+    _inputs, expected, tol, out = _eager(case)
+    assert oracle.judge(out, expected, tol, torch.float32).max_ratio < 0.5
