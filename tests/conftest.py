@@ -7,6 +7,10 @@ os.environ.setdefault("GEMMGUARD_BACKENDS", "aten,cpp")
 pytest_plugins = ["pytester"]
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "act: runs a workflow with act in host mode (leave out with -m 'not act')")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _inductor_imported():
     """pytester's in-process runs drop modules first imported inside them, and torch cannot register

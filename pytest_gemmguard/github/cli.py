@@ -1,0 +1,110 @@
+"""The command line, `python -m pytest_gemmguard.github {gate,report,comment,check-gpu,backends}`. A
+misconfiguration or a run that could not be judged is one `::error` line and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from ..errors import GemmguardError, GemmUsageError
+from ..files import write_text_atomic
+from .annotate import annotations
+from .commands import append_summary, workflow_command
+from .comment import comment_body, read_parts, upsert_comment
+from .compare import read_report
+from .gate import gate
+from .gpu import check_gpu, usable_backends
+from .junit import read_junit
+from .summary import summary_markdown
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_gemmguard.github",
+        description="gemmguard on GitHub Actions: the gate, annotations, job summary and pull-request comment",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("check-gpu", help="fail with one clear line where there is no working NVIDIA GPU")
+    p = sub.add_parser("backends", help="print the required backends plus the optional ones usable here")
+    p.add_argument("--required", default="aten")
+    p.add_argument("--optional", default="")
+    p = sub.add_parser("gate", help="tests, benchmarks, annotations, summary, comment part, outputs")
+    p.add_argument("--title", default="gemmguard")
+    p.add_argument("--backends", default="")
+    p.add_argument("--tests", default="", help="test paths (one string, split like a shell)")
+    p.add_argument("--bench-tests", default="", help="benchmark test paths (run with --gemm-bench-only)")
+    p.add_argument("--baseline", default="base-commit", help="base-commit, none, or the path of a baseline file")
+    p.add_argument("--base-ref", default="", help="the base commit (base-commit mode)")
+    p.add_argument("--rounds", type=int, default=2, help="base/head rounds, interleaved (base-commit mode)")
+    p.add_argument("--known-failures", default="", help="known-failures TOML, passed as --gemm-known")
+    p.add_argument("--require-baseline", action="store_true", help="a missing baseline is an error (passes "
+                   "--gemm-require-baseline to the benchmark runs)")  # fmt: skip
+    p.add_argument("--pytest-args", default="", help="extra arguments of the test run")
+    p.add_argument("--bench-args", default="", help="extra arguments of every benchmark run")
+    p.add_argument("--out", default="gemmguard-report")
+    p.add_argument("--root", default=".")
+    p = sub.add_parser("report", help="annotations and summary from JUnit XML (and a gate's benchmark verdict)")
+    p.add_argument("--junit", nargs="*", default=[])
+    p.add_argument("--bench", default="")
+    p.add_argument("--title", default="gemmguard")
+    p.add_argument("--root", default=".")
+    p.add_argument("--summary", default=os.environ.get("GITHUB_STEP_SUMMARY", ""))
+    p.add_argument("--comment", default="", help="also write the comment part here")
+    p = sub.add_parser("comment", help="create or edit the pull request's one gemmguard comment")
+    p.add_argument("--parts", nargs="+", required=True, help="Markdown files or directories of them")
+    p.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""))
+    p.add_argument("--pr", type=int, required=True)
+    p.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "https://api.github.com"))
+    p.add_argument("--jobs", default="", help="'name=result ...' of the jobs whose parts these are")
+    return parser
+
+
+def _split(names: str) -> list[str]:
+    return [b.strip() for b in names.split(",") if b.strip()]
+
+
+def _report(opts: argparse.Namespace) -> int:
+    results = [r for path in opts.junit for r in read_junit(path, opts.root)]
+    bench = read_report(opts.bench) if opts.bench else None
+    for line in annotations(results, bench):
+        print(line)
+    text = summary_markdown(opts.title, results, bench)
+    append_summary(opts.summary, text)
+    if opts.comment:
+        write_text_atomic(opts.comment, text)
+    return 0
+
+
+def _comment(opts: argparse.Namespace) -> int:
+    token = os.environ.get("GITHUB_TOKEN", "")
+    if not token:
+        raise GemmUsageError("gemmguard: GITHUB_TOKEN is not set: cannot post the pull request comment")
+    if not opts.repo:
+        raise GemmUsageError("gemmguard: --repo (or GITHUB_REPOSITORY) is needed to post the comment")
+    parts = read_parts(opts.parts)
+    if not parts and not opts.jobs:
+        raise GemmUsageError(f"gemmguard: no comment parts in {' '.join(opts.parts)}: nothing to post")
+    how, number = upsert_comment(opts.api_url, opts.repo, opts.pr, comment_body(parts, opts.jobs), token)
+    print(f"gemmguard: {how} pull request comment {number}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = _parser().parse_args(argv)
+    try:
+        if opts.command == "check-gpu":
+            return check_gpu()
+        if opts.command == "backends":
+            print(",".join(usable_backends(_split(opts.required), _split(opts.optional))))
+            return 0
+        if opts.command == "gate":
+            if opts.rounds < 1:
+                raise GemmUsageError(f"gemmguard: --rounds={opts.rounds}: must be >= 1")
+            return gate(opts)
+        if opts.command == "report":
+            return _report(opts)
+        return _comment(opts)
+    except GemmguardError as exc:
+        print(workflow_command("error", str(exc), title="gemmguard"))
+        return 2

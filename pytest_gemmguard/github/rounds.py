@@ -1,0 +1,169 @@
+"""Running the benchmarks: the head against the pull request's base commit measured here (the base checked
+out in a git worktree, base and head measured alternately, `rounds` times each), against a stored baseline
+file, or against budgets only. Each run is pytest in a subprocess; the rounds are judged by `compare`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+
+from ..errors import GemmguardError, GemmUsageError
+from ..files import write_text_atomic
+from .compare import judge_rounds, read_report
+
+USAGE = (2, 3, 4)  # interrupted, internal error, usage error: the run itself did not happen as asked
+
+
+def run_pytest(args: Sequence[str], cwd: str, env: dict[str, str] | None = None, label: str = "") -> tuple[int, str]:
+    """pytest in a subprocess, its output in a collapsed group of the log; returns its exit status and the
+    last `ERROR: ` line it printed on stderr (pytest's one line for a usage error), without the prefix."""
+    command = [sys.executable, "-m", "pytest", *args]
+    print(f"::group::{label or 'pytest'}: {shlex.join(command)}", flush=True)
+    try:
+        proc = subprocess.run(command, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+        sys.stderr.write(proc.stderr)
+        sys.stderr.flush()
+    finally:
+        print("::endgroup::", flush=True)
+    said = [x.removeprefix("ERROR: ").strip() for x in proc.stderr.splitlines() if x.startswith("ERROR: ")]
+    return proc.returncode, said[-1] if said else ""
+
+
+def _git(root: str, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        first = (proc.stderr.strip().splitlines() or ["?"])[0]
+        raise GemmguardError(f"gemmguard: git {' '.join(args)} failed: {first}")
+    return proc.stdout.strip()
+
+
+def _tree_env(tree: str) -> dict[str, str]:
+    """The environment of a run in `tree`: the tree's own code first on the import path (and its src/, for a
+    src layout), ahead of any editable install of the head."""
+    env = dict(os.environ)
+    paths = [tree] + ([os.path.join(tree, "src")] if os.path.isdir(os.path.join(tree, "src")) else [])
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    return env
+
+
+@dataclasses.dataclass
+class _Runs:
+    """What the rounds collect: the head's reports, the base's baseline entries, notes, the first error."""
+
+    root: str
+    tests: list[str]
+    bench_dir: str
+    plots: str
+    common: list[str]
+    require: bool
+    heads: list[dict | None] = dataclasses.field(default_factory=list)
+    bases: list[dict] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    error: str = ""
+
+    def head(self, round_no: int, against: str | None, last: bool) -> None:
+        report = os.path.join(self.bench_dir, f"head-{round_no}.json")
+        extra = [f"--gemm-report-json={report}", f"--junitxml={os.path.join(self.bench_dir, 'junit-head.xml')}"]
+        if against:
+            extra.append(f"--gemm-baseline={against}")
+            if self.require:
+                extra.append("--gemm-require-baseline")  # a baseline that is not there is the plugin's error
+        if last:
+            extra.append(f"--gemm-plots={self.plots}")
+        rc, said = run_pytest([*self.common, *extra], self.root, label=f"benchmarks, head, round {round_no}")
+        if rc in USAGE:
+            self.error = f"gemmguard: the head's benchmark run ended with exit status {rc} (round {round_no}): " + (
+                said or "see its log"
+            )
+        elif rc == 5:
+            self.notes.append(f"no benchmark tests in {' '.join(self.tests)}")
+        self.heads.append(read_report(report))
+
+    def base_commit(self, base_ref: str, rounds: int) -> str:
+        if not base_ref:
+            raise GemmUsageError("gemmguard: baseline base-commit needs --base-ref (the pull request's base commit)")
+        try:
+            sha = _git(self.root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
+        except GemmguardError:
+            raise GemmguardError(
+                f"gemmguard: base commit {base_ref} is not in this clone (check out with fetch-depth: 0)"
+            ) from None
+        tree = tempfile.mkdtemp(prefix="gemmguard-base-")
+        os.rmdir(tree)  # git worktree add wants to create it
+        _git(self.root, "worktree", "add", "--detach", tree, sha)
+        try:
+            for r in range(1, rounds + 1):
+                saved = os.path.join(self.bench_dir, f"base-{r}.json")
+                if os.path.exists(saved):
+                    os.unlink(saved)  # a stale file would be updated, not replaced
+                save = [*self.common, f"--gemm-save-baseline={saved}"]
+                rc, _ = run_pytest(save, tree, _tree_env(tree), f"benchmarks, base, round {r}")
+                doc = read_report(saved)
+                if doc is None:
+                    self.notes.append(
+                        f"round {r}: the base measured nothing (exit status {rc}): "
+                        + ("no benchmark tests there" if rc in (4, 5) else "see its log")
+                    )
+                self.bases.append((doc or {}).get("entries", {}))
+                self.head(r, saved, r == rounds)
+                if self.error:
+                    break
+        finally:
+            subprocess.run(["git", "-C", self.root, "worktree", "remove", "--force", tree], capture_output=True)
+            shutil.rmtree(tree, ignore_errors=True)
+        return f"head against the base {sha[:12]}, measured here, {rounds} interleaved rounds"
+
+
+def bench_gate(
+    root: str,
+    tests: Sequence[str],
+    backends: str,
+    baseline: str,
+    out: str,
+    base_ref: str = "",
+    rounds: int = 2,
+    args: Sequence[str] = (),
+    require_baseline: bool = False,
+) -> dict:
+    """Measure the head's benchmarks and judge them; returns the verdict document (also written to
+    OUT/bench/verdict.json). `baseline`: 'base-commit' (the base measured here, base and head alternately,
+    `rounds` times each), 'none' (budgets only) or the path of a stored baseline file. `require_baseline`
+    passes --gemm-require-baseline: a baseline that is missing (a base that measured nothing, no stored file)
+    ends the run as an error instead of a note."""
+    if require_baseline and baseline in ("none", ""):
+        raise GemmUsageError("gemmguard: --require-baseline needs a baseline: base-commit or a baseline file, not none")
+    bench_dir = os.path.join(out, "bench")
+    os.makedirs(bench_dir, exist_ok=True)
+    common = [*tests, "--gemm-bench-only", f"--gemm-backends={backends}", "-p", "no:cacheprovider", *args]
+    runs = _Runs(root, list(tests), bench_dir, os.path.join(out, "plots"), common, require_baseline)
+    if baseline == "base-commit":
+        against = runs.base_commit(base_ref, rounds)
+    elif baseline in ("none", ""):
+        against = "no baseline (budgets only)"
+        runs.head(1, None, True)
+    else:
+        if not os.path.isfile(os.path.join(root, baseline)) and not require_baseline:
+            runs.notes.append(f"no baseline file at {baseline}: regressions not checked")
+        against = f"head against the stored baseline {baseline}"
+        runs.head(1, baseline, True)
+    rows = judge_rounds(runs.heads, runs.bases)
+    verdict = {
+        "format": "gemmguard-gate-bench",
+        "version": 1,
+        "mode": baseline or "none",
+        "against": against,
+        "base_ref": base_ref,
+        "rounds": len(runs.heads),
+        "rows": [dataclasses.asdict(r) for r in rows],
+        "notes": list(dict.fromkeys(runs.notes)),
+        "error": runs.error,
+    }
+    write_text_atomic(os.path.join(bench_dir, "verdict.json"), json.dumps(verdict, indent=1))
+    return verdict

@@ -1,0 +1,104 @@
+"""The Markdown summary of a run (the job summary and the comment part): the verdict, tests per backend, each
+failure with its report, the benchmarks against the base."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from .compare import BenchRow
+from .junit import TestResult
+
+_COLUMNS = ("passed", "failed", "unsupported", "unavailable", "skipped", "xfailed")
+
+
+def passed(results: Sequence[TestResult], bench: dict | None, run_error: str = "") -> bool:
+    """The verdict: no test failed, no benchmark failed in every round, and every run happened as asked."""
+    if run_error or any(r.outcome in ("failed", "error") for r in results):
+        return False
+    return not bench or not (bench.get("error") or any(r.get("verdict") == "failed" for r in bench.get("rows", [])))
+
+
+def _outcome_table(results: Iterable[TestResult]) -> list[str]:
+    counts: Counter = Counter()
+    backends: list[str] = []
+    for r in results:
+        backend = r.backend or "(other tests)"
+        if backend not in backends:
+            backends.append(backend)
+        counts[(backend, "failed" if r.outcome == "error" else r.outcome)] += 1
+    shown = [c for c in _COLUMNS if c in ("passed", "failed") or any(counts[(b, c)] for b in backends)]
+    lines = ["| backend | " + " | ".join(shown) + " |", "|---|" + "---:|" * len(shown)]
+    backends.sort(key=lambda b: (b == "(other tests)", b))
+    for b in backends:
+        cells = [f"**{counts[(b, c)]}**" if c == "failed" and counts[(b, c)] else str(counts[(b, c)]) for c in shown]
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _fmt(value: float | None, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def _label(row: BenchRow) -> str:
+    if row.verdict == "failed":
+        return "**regression**" if any("regression" in b for b in row.broken) else "**over budget**"
+    if row.verdict == "unstable":
+        return "failed in some rounds only (not failed)"
+    return row.verdict
+
+
+def _bench_table(verdict: dict) -> list[str]:
+    rows = [BenchRow(**r) for r in verdict.get("rows", [])]
+    lines = [f"### Benchmarks: {verdict.get('against', 'no baseline')}", ""]
+    if rows:
+        lines += [
+            "| backend | case | base ms | head ms | change vs base, per round | verdict |",
+            "|---|---|---:|---:|---|---|",
+        ]
+        for r in rows:
+            change = ", ".join("–" if c is None else f"{c * 100:+.1f}%" for c in r.changes)
+            base, head = _fmt(r.base_ms, ".4g"), _fmt(r.head_ms, ".4g")
+            lines.append(f"| {r.backend} | `{r.case}` | {base} | {head} | {change} | {_label(r)} |")
+        failed = [r for r in rows if r.failed]
+        if failed:
+            lines += ["", *[f"- {r.backend} `{r.case}`: {b}" for r in failed for b in r.broken]]
+    else:
+        lines.append("Nothing was measured.")
+    notes = verdict.get("notes") or []
+    if notes:
+        lines += ["", *[f"> {n}" for n in notes]]
+    return lines
+
+
+def _failures(failures: Sequence[TestResult]) -> list[str]:
+    lines = ["", "### Failures", ""]
+    for r in failures:
+        where = f"{r.file}:{r.line}" if r.file else r.nodeid
+        lines += [f"- `{r.nodeid}` at `{where}`", "", "  ```text", f"  {r.title}"]
+        lines += [f"  {x}" for x in r.report]
+        if r.replay:
+            lines.append(f"  reproduce: {r.replay}")
+        lines += ["  ```", ""]
+    return lines
+
+
+def summary_markdown(
+    title: str, results: Sequence[TestResult], bench: dict | None, notes: Sequence[str] = (), run_error: str = ""
+) -> str:
+    """The summary of one gate (or report) run, ending in a newline."""
+    failures = [r for r in results if r.outcome in ("failed", "error")]
+    ok = passed(results, bench, run_error)
+    lines = [f"## gemmguard: {title}: {'passed' if ok else '**failed**'}", ""]
+    if run_error:
+        lines += [f"**{run_error}**", ""]
+    lines += _outcome_table(results) if results else ["No test results."]
+    if failures:
+        lines += _failures(failures)
+    if bench is not None:
+        lines += ["", *_bench_table(bench)]
+        if bench.get("error"):
+            lines += ["", f"**{bench['error']}**"]
+    if notes:
+        lines += ["", *[f"> {n}" for n in notes]]
+    return "\n".join(lines).rstrip() + "\n"

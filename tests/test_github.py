@@ -1,0 +1,355 @@
+"""pytest_gemmguard.github on real runs: JUnit XML from real pytest runs with a planted wrong kernel (a real
+Inductor graph pass), a planted slowdown measured against the base commit in a real git worktree, GitHub's
+escaping rules, the GPU check, and the sticky comment against a loopback stand-in of GitHub's REST API (GitHub
+itself cannot be reached from here: tests/actrun/fake_github.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from actrun import fake_github
+
+from pytest_gemmguard import github
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A real Inductor post-grad pass that adds 0.01 to every GEMM's output, on a real backend: what a broken
+# compiler does to a user's GEMMs.
+WRONG_KERNEL = """
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class OffByAHundredth(CustomGraphPass):
+    def __call__(self, graph):
+        for node in list(graph.nodes):
+            if node.target in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
+                with graph.inserting_after(node):
+                    off = graph.call_function(torch.ops.aten.add.Tensor, (node, 0.01))
+                node.replace_all_uses_with(off)
+                off.args = (node, 0.01)
+
+    def uuid(self):
+        return "gemmguard-test-off-by-a-hundredth"
+
+
+class WrongKernel(AtenBackend):
+    name = "wrong-kernel"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": OffByAHundredth()}
+
+
+if "wrong-kernel" not in backends.names():
+    backends.register(WrongKernel())
+"""
+
+CASE_TEST = """
+from pytest_gemmguard import gemm_case
+
+
+def test_plain():
+    assert True
+
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], layouts=["contiguous"], max_examples=10)
+def test_gemms(gemm):
+    gemm.check()  # the line the annotation must point at
+"""
+
+
+def _gate(tmp: Path, *args: str) -> tuple[int, dict[str, str], str]:
+    """`gate` as the action runs it, with GitHub's output and summary files; returns its status and outputs."""
+    outputs, summary = tmp / "github-output", tmp / "step-summary.md"
+    summary.write_text("earlier step's summary\n")
+    env = {**os.environ, "GITHUB_OUTPUT": str(outputs), "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_gemmguard.github", "gate", f"--root={tmp}", f"--out={tmp / 'report'}", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+        timeout=600,
+    )
+    values = dict(line.split("=", 1) for line in outputs.read_text().splitlines() if "=" in line)
+    return proc.returncode, values, proc.stdout + proc.stderr
+
+
+def test_escaping_follows_githubs_rules():
+    assert github.escape_data("100% done\r\nnext") == "100%25 done%0D%0Anext"
+    # % first: a literal "%0A" must stay text, not become a newline when GitHub decodes the message.
+    assert github.escape_data("%0A") == "%250A"
+    assert github.escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    line = github.workflow_command("error", "one\ntwo: 5%", file="tests/t, 1.py", line=7, title="x: y, z")
+    assert line == "::error file=tests/t%2C 1.py,line=7,title=x%3A y%2C z::one%0Atwo: 5%25"
+    assert github.workflow_command("warning", "m", file=None) == "::warning::m"
+    # Decoding what was encoded, as the runner does, gives back every string exactly.
+    decode = {"%25": "%", "%0D": "\r", "%0A": "\n", "%3A": ":", "%2C": ","}
+    for text in ("50%", "%0A", "a:b,c", "line1\r\nline2", "%%3A,:"):
+        encoded = github.escape_property(text)
+        assert ":" not in encoded and "," not in encoded and "\n" not in encoded
+        out, i = [], 0
+        while i < len(encoded):
+            if encoded[i] == "%" and encoded[i : i + 3] in decode:
+                out.append(decode[encoded[i : i + 3]])
+                i += 3
+            else:
+                out.append(encoded[i])
+                i += 1
+        assert "".join(out) == text
+
+
+def test_a_planted_wrong_kernel_fails_the_gate_with_an_annotation_at_the_test_line(pytester):
+    pytester.makeconftest(WRONG_KERNEL)
+    path = pytester.makepyfile(test_cases=CASE_TEST)
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "gemm.check()" in text)
+    rc, outputs, out = _gate(pytester.path, "--title=planted", "--backends=wrong-kernel", "--tests=test_cases.py")
+    assert rc == 1, out
+    assert outputs["verdict"] == "fail" and Path(outputs["junit"]).is_file()
+    errors = [x for x in out.splitlines() if x.startswith("::error ")]
+    assert len(errors) == 1, out
+    head, _, message = errors[0][len("::error ") :].partition("::")
+    assert head == f"file=test_cases.py,line={line},title=gemmguard%3A wrong-kernel produced a wrong result"
+    decoded = message.replace("%0A", "\n").replace("%25", "%")
+    assert decoded.startswith("test_cases.py::test_gemms[wrong-kernel]\n")
+    # The case Hypothesis shrank to (toward 1x1x1; the smallest shapes Inductor rewrites into pointwise code, so
+    # they are unsupported, not failed), the worst element and the replay line.
+    shrunk = re.search(r"case:     mm (\d+)×(\d+)×(\d+) float32 contiguous epilogue=none", decoded)
+    assert shrunk and sum(map(int, shrunk.groups())) <= 6 and "explicit example" not in decoded, decoded
+    assert "worst:    element (0, 0): got" in decoded and "reproduce: pytest " in decoded
+    # The whole report, through its last line (repro), the flags gemmguard set for the case included.
+    assert "\n  flags:    " in decoded and "\n  repro:    python " in decoded, decoded
+    summary = (pytester.path / "step-summary.md").read_text()
+    assert summary.startswith("earlier step's summary\n")  # appended, never replaced
+    assert "## gemmguard: planted: **failed**" in summary
+    assert "| wrong-kernel | 0 | **1** |" in summary and "| (other tests) | 1 | 0 |" in summary
+    assert "`test_cases.py::test_gemms[wrong-kernel]` at `test_cases.py:" in summary
+    assert (pytester.path / "report" / "comment.md").read_text() in summary
+    assert list((pytester.path / "report" / "repro").glob("repro_*.py"))
+
+
+def test_a_clean_run_passes_the_gate_without_annotations(pytester):
+    pytester.makepyfile(test_cases=CASE_TEST)
+    rc, outputs, out = _gate(pytester.path, "--title=clean", "--backends=aten", "--tests=test_cases.py")
+    assert rc == 0, out
+    assert outputs["verdict"] == "pass"
+    assert not [x for x in out.splitlines() if x.startswith(("::error", "::warning"))]
+    summary = (pytester.path / "step-summary.md").read_text()
+    assert "## gemmguard: clean: passed" in summary and "| aten | 1 | 0 |" in summary
+    # A test run that collects nothing is no pass.
+    rc, outputs, out = _gate(pytester.path, "--title=empty", "--backends=aten", "--tests=test_cases.py -k nothing")
+    assert rc == 1 and outputs["verdict"] == "fail"
+    assert "::error title=gemmguard%3A run failed::gemmguard: pytest collected no tests" in out
+
+
+GEMMLIB = """
+import torch
+
+
+def matmul_relu(a, b):
+    return torch.relu(a @ b)
+"""
+
+# The planted slowdown: a real Inductor graph pass, added by the pull request's conftest.py, that runs every
+# compiled GEMM in float64 (the same result, about 5x slower at 192³ on the 2-core CPU). It slows the compiled
+# code only, as an Inductor regression does: gemmguard times the compiled callable against eager in the same
+# loop, so a change that slowed eager as much (say, upcasting in the user's own function) would not count.
+SLOW_COMPILE = """
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class UpcastGemms(CustomGraphPass):
+    def __call__(self, graph):
+        convert = torch.ops.prims.convert_element_type.default
+        for node in list(graph.nodes):
+            if node.target is torch.ops.aten.mm.default:
+                a, b = node.args
+                with graph.inserting_before(node):
+                    a64 = graph.call_function(convert, (a, torch.float64))
+                    b64 = graph.call_function(convert, (b, torch.float64))
+                    wide = graph.call_function(torch.ops.aten.mm.default, (a64, b64))
+                    back = graph.call_function(convert, (wide, node.meta["val"].dtype))
+                node.replace_all_uses_with(back)
+                graph.erase_node(node)
+
+    def uuid(self):
+        return "gemmguard-test-upcast-gemms"
+
+
+_options = AtenBackend.inductor_options
+AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": UpcastGemms()}
+"""
+
+BENCH = """
+import gemmlib
+
+
+def test_matmul_relu(gemm_benchmark):
+    gemm_benchmark(gemmlib.matmul_relu, op="mm", shape=(192, 192, 192))
+"""
+
+# On a shared 2-core CPU the A/A spread is several percent (BENCHMARKS.md): a CPU gate uses a wide threshold.
+BENCH_PYPROJECT = """
+[tool.gemmguard]
+runtime_regression = "20%"
+max_time_s = 0.3
+cpu_threads = 1
+cold_compile = false
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid"}
+    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
+
+
+def test_a_planted_slowdown_fails_every_round_against_the_base_commit(pytester):
+    repo = pytester.path
+    (repo / "pyproject.toml").write_text(BENCH_PYPROJECT)
+    (repo / "gemmlib.py").write_text(GEMMLIB)
+    (repo / "test_bench.py").write_text(BENCH)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    base = _git(repo, "rev-parse", "HEAD")
+    (repo / "conftest.py").write_text(SLOW_COMPILE)
+    _git(repo, "add", "conftest.py")
+    _git(repo, "commit", "-qm", "head: compiled GEMMs slower")
+    out = repo / "report"
+    verdict = github.bench_gate(str(repo), ["test_bench.py"], "aten", "base-commit", str(out), base, rounds=2)
+    (row,) = verdict["rows"]
+    assert row["statuses"] == ["failed", "failed"] and row["verdict"] == "failed", verdict
+    assert all(c is not None and c > 0.2 for c in row["changes"]), row  # each round against its own base
+    assert any("runtime regression" in b for b in row["broken"])
+    assert row["base_ms"] and row["head_ms"] > row["base_ms"]
+    assert verdict["against"].startswith(f"head against the base {base[:12]}, measured here, 2 interleaved rounds")
+    assert _git(repo, "worktree", "list").count("\n") == 0  # the base's worktree is gone
+    # The base's baselines were written by the base's run, the head's reports by the head's.
+    assert sorted(p.name for p in (out / "bench").glob("*.json")) == [
+        "base-1.json",
+        "base-2.json",
+        "head-1.json",
+        "head-2.json",
+        "verdict.json",
+    ]
+    results = github.read_junit(str(out / "bench" / "junit-head.xml"), str(repo))
+    lines = github.annotations([], verdict, results)
+    assert len(lines) == 1 and lines[0].startswith("::error file=test_bench.py,line=6,title=gemmguard%3A aten mm-")
+    assert "slower than the base::" in lines[0] and "failed in 2 of 2 rounds" in lines[0].replace("%0A", "\n")
+    summary = github.summary_markdown("GPU", [], verdict)
+    assert "**failed**" in summary.splitlines()[0] and "| **regression** |" in summary
+    # A case that failed in one round only is shown but does not fail the gate.
+    first = json.loads((out / "bench" / "head-1.json").read_text())
+    calm = json.loads(json.dumps(first))
+    for m in calm["measurements"]:
+        m["status"], m["broken"] = "ok", []
+    (mixed,) = github.judge_rounds([first, calm])
+    assert mixed.verdict == "unstable" and not mixed.failed
+    assert github.passed([], {"rows": [vars(mixed)]})
+    assert github.annotations([], {"rows": [vars(mixed)]})[0].startswith("::warning ")
+
+
+def test_a_required_baseline_that_is_missing_fails_the_gate_with_the_plugins_line(pytester):
+    """--require-baseline is the plugin's --gemm-require-baseline: a missing stored baseline ends the benchmark
+    run with its one line (no benchmark is measured first), and the gate fails on it."""
+    (pytester.path / "test_bench.py").write_text(BENCH)
+    gate = ("--title=required", "--backends=aten", "--tests=", "--bench-tests=test_bench.py", "--require-baseline")
+    rc, outputs, out = _gate(pytester.path, *gate, "--baseline=baselines/missing.json")
+    assert rc == 1 and outputs["verdict"] == "fail", out
+    assert "--gemm-require-baseline" in out and "does not exist and --gemm-require-baseline is set" in out
+    summary = (pytester.path / "step-summary.md").read_text()
+    assert "does not exist and --gemm-require-baseline is set" in summary and "**failed**" in summary
+    # Without a baseline to require, the option is a mistake: one line, exit status 2.
+    rc, _, out = _gate(pytester.path, *gate, "--baseline=none")
+    assert rc == 2 and "::error title=gemmguard::gemmguard: --require-baseline needs a baseline" in out
+
+
+@pytest.fixture
+def fake_api():
+    with fake_github.serve() as served:
+        yield served
+
+
+def test_the_sticky_comment_is_created_once_then_edited(fake_api, tmp_path, monkeypatch, capsys):
+    url, api = fake_api
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "comment.md").write_text("## gemmguard: CPU: passed\n")
+    args = ["comment", "--parts", str(tmp_path), "--repo", "o/r", "--pr", "7", "--api-url", url]
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.TOKEN)
+    assert github.main([*args, "--jobs", "cpu=success gpu=failure"]) == 0
+    assert capsys.readouterr().out.startswith("gemmguard: created pull request comment ")
+    (tmp_path / "cpu" / "comment.md").write_text("## gemmguard: CPU: **failed**\n")
+    assert github.main(args) == 0
+    assert capsys.readouterr().out.startswith("gemmguard: updated pull request comment ")
+    ours = [c for c in api.comments if c["body"].startswith(github.MARKER)]
+    assert len(ours) == 1 and len(api.comments) == 121  # found on the second page, not posted again
+    assert "CPU: **failed**" in ours[0]["body"] and "passed" not in ours[0]["body"]
+    assert [c.split("?")[0] for c in api.calls].count("POST /repos/o/r/issues/7/comments") == 1
+    assert f"PATCH /repos/o/r/issues/comments/{ours[0]['id']}" in api.calls
+    # The jobs line keeps a job that failed before writing a part.
+    assert "jobs: cpu success, gpu failure" in github.comment_body(["x"], "cpu=success gpu=failure")
+    # No token, a refused token: one line each, exit status 2.
+    monkeypatch.delenv("GITHUB_TOKEN")
+    assert github.main(args) == 2
+    assert capsys.readouterr().out.strip().endswith("GITHUB_TOKEN is not set: cannot post the pull request comment")
+    monkeypatch.setenv("GITHUB_TOKEN", "wrong")
+    assert github.main(args) == 2
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert "HTTP 401 Unauthorized" in line
+
+
+def test_check_gpu_fails_at_once_where_there_is_no_gpu(tmp_path):
+    """Run as the GPU job runs it: from the checkout's root, before anything is installed (-S: no
+    site-packages, so neither torch nor an installed gemmguard can be imported; the package is the tree's)."""
+    command = [sys.executable, "-S", "-m", "pytest_gemmguard.github", "check-gpu"]
+    run = dict(capture_output=True, text=True, timeout=60, cwd=REPO)
+    proc = subprocess.run(command, env={"PATH": str(tmp_path)}, **run)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.strip().splitlines() == [
+        "::error title=gemmguard%3A no GPU::gemmguard: no GPU on this machine: nvidia-smi is not on PATH; "
+        "the GPU job needs a runner with an NVIDIA GPU and its driver"
+    ]
+    # A driver that does not answer, as nvidia-smi reports it on a runner whose driver broke.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        textwrap.dedent(
+            """\
+            #!/bin/sh
+            echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+            exit 9
+            """
+        )
+    )
+    smi.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "RUNNER_NAME": "gpu-runner-1"}
+    proc = subprocess.run(command, env=env, **run)
+    assert proc.returncode == 1
+    assert proc.stdout.strip() == (
+        "::error title=gemmguard%3A no GPU::gemmguard: no GPU on gpu-runner-1: nvidia-smi failed: "
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    )
+
+
+def test_unreadable_junit_is_one_line(tmp_path, capsys):
+    broken = tmp_path / "junit.xml"
+    broken.write_text("<testsuites><testcase")
+    assert github.main(["report", "--junit", str(broken), "--summary", ""]) == 2
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert line.startswith("::error title=gemmguard::gemmguard: cannot read JUnit XML ")

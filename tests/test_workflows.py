@@ -1,0 +1,433 @@
+"""The GitHub Actions side, proven without GitHub: every workflow and action is linted (GitHub's JSON schemas
+through check-jsonschema, offline, and actionlint), the hardening rules are checked on the YAML, and the
+workflows run with act in host mode (no Docker; remote actions replaced by tests/actrun/standins): the CPU job
+passes on a clean change and fails with the annotation on a planted wrong kernel, the GPU job ends in its one
+"no GPU" line here, a fork's pull request never reaches it, and the README's adoption example passes a clean
+change and fails a planted slowdown. act skips jobs it cannot place and still exits 0, so every act test asserts
+which jobs ran and what they printed. The act runs are marked `act` (`-m "not act"` leaves them out).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import actrun
+import pytest
+from actrun import fake_github
+from ruamel.yaml import YAML
+
+ROOT = Path(__file__).resolve().parent.parent
+CI = ROOT / ".github" / "workflows" / "ci.yml"
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+ACTIONS = sorted((ROOT / ".github" / "actions").glob("*/action.yml"))
+STANDINS = sorted(actrun.STANDINS.glob("*/action.yml"))
+UNDER_ACT = bool(os.environ.get("ACT"))  # inside a job that act runs: no act inside act
+
+
+def _load(path: Path | str) -> dict:
+    text = path.read_text() if isinstance(path, Path) else path
+    return YAML(typ="safe").load(io.StringIO(text))
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install -e '.[dev]'", pytrace=False)
+    return found
+
+
+def _readme_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```yaml\nname: gemm\n") + len("```yaml\n")
+    return text[start : text.index("```", start)]
+
+
+def _run(*command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+# ---------------------------------------------------------------- lint
+
+
+def test_every_workflow_and_action_matches_githubs_schemas(tmp_path):
+    tool = _tool("check-jsonschema")
+    example = tmp_path / "adopt.yml"
+    example.write_text(_readme_example())
+    workflows = [str(p) for p in [*WORKFLOWS, example]]
+    assert WORKFLOWS and ACTIONS and len(STANDINS) >= 4
+    for schema, files in (
+        ("vendor.github-workflows", workflows),
+        ("custom.github-workflows-require-timeout", workflows),  # a timeout on every job
+        ("vendor.github-actions", [str(p) for p in [*ACTIONS, *STANDINS]]),
+    ):
+        proc = _run(tool, "--builtin-schema", schema, *files)
+        assert proc.returncode == 0, f"{schema}: {proc.stdout}{proc.stderr}"
+    # The checks can fail: a job without its timeout, an action whose runner is misspelled.
+    ci = CI.read_text()
+    untimed = tmp_path / "untimed.yml"
+    untimed.write_text(ci.replace("    timeout-minutes: 10\n", "", 1))
+    proc = _run(tool, "--builtin-schema", "custom.github-workflows-require-timeout", str(untimed))
+    assert proc.returncode == 1 and "timeout-minutes" in proc.stdout
+    broken = tmp_path / "action.yml"
+    broken.write_text(ACTIONS[0].read_text().replace("using: composite", "using: composit"))
+    assert _run(tool, "--builtin-schema", "vendor.github-actions", str(broken)).returncode == 1
+
+
+def test_actionlint_passes_and_catches_planted_mistakes(tmp_path):
+    tool = _tool("actionlint")
+    example = tmp_path / "adopt.yml"
+    example.write_text(_readme_example())
+    config = str(ROOT / ".github" / "actionlint.yaml")
+    proc = _run(tool, "-no-color", "-config-file", config, *map(str, WORKFLOWS), str(example))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # A copy of the repository's .github with two mistakes: an input the gemmguard action does not have, and a
+    # runner label that is not configured. actionlint reads the local action's inputs and the label config.
+    shutil.copytree(ROOT / ".github", tmp_path / ".github")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # actionlint finds local actions from .git
+    planted = tmp_path / ".github" / "workflows" / "ci.yml"
+    text = planted.read_text().replace("          bench-args:", "          bench-arguments:", 1)
+    planted.write_text(text.replace("[self-hosted, linux, gpu]", "[self-hosted, linux, gpux]"))
+    proc = _run(tool, "-no-color", ".github/workflows/ci.yml", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert 'input "bench-arguments" is not defined in action' in proc.stdout, proc.stdout
+    assert 'label "gpux" is unknown' in proc.stdout, proc.stdout
+
+
+def test_the_workflow_follows_the_hardening_rules():
+    for path in WORKFLOWS:
+        doc = _load(path)
+        assert doc["permissions"] == {"contents": "read"}, path
+        assert "pull_request_target" not in doc["on"], path
+        group = doc["concurrency"]
+        assert group["cancel-in-progress"] is True and "pull_request.number" in group["group"]
+        for name, job in doc["jobs"].items():
+            assert job.get("timeout-minutes"), f"{path.name}: job {name} has no timeout"
+            writes = {k: v for k, v in job.get("permissions", {}).items() if v == "write"}
+            assert writes in ({}, {"pull-requests": "write"}), (name, writes)
+            assert not writes or name == "comment", f"job {name} may write"
+            for step in job["steps"]:
+                uses = step.get("uses", "")
+                if uses.startswith("actions/checkout@"):
+                    assert step["with"]["persist-credentials"] is False, (name, step)
+    # Every remote action is pinned by a full commit with its version beside it.
+    for path in [*WORKFLOWS, *ACTIONS]:
+        for line in path.read_text().splitlines():
+            m = re.search(r"uses:\s*([^\s#]+)", line)
+            if m and not m.group(1).startswith("./"):
+                assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", m.group(1)), line
+                assert re.search(r"# v\d+\.\d+\.\d+$", line), line
+    gpu = _load(CI)["jobs"]["gpu"]
+    assert gpu["runs-on"] == ["self-hosted", "linux", "gpu"] and gpu["needs"] == "cpu"
+    assert "head.repo.full_name == github.repository" in gpu["if"] and "'gpu-ci'" in gpu["if"]
+    assert gpu["steps"][1]["run"].endswith("check-gpu")  # the GPU first, right after the checkout
+
+
+def test_gpu_job_local_runs_the_workflows_commands():
+    """scripts/gpu_job_local.sh is how the GPU job is recorded off GitHub: it must run the job's commands."""
+    script = (ROOT / "scripts" / "gpu_job_local.sh").read_text()
+    gpu = _load(CI)["jobs"]["gpu"]
+    runs = [line.strip() for step in gpu["steps"] if "run" in step for line in step["run"].splitlines()]
+    assert runs and [r for r in runs if r not in script] == []
+    (gate,) = [s for s in gpu["steps"] if s.get("uses") == "./.github/actions/gemmguard"]
+    for key, value in gate["with"].items():
+        if key == "backends":
+            assert '--backends="$list"' in script
+        else:
+            assert f"--{key}=" in script and str(value) in script, (key, value)
+
+
+# ---------------------------------------------------------------- act
+
+
+# A real Inductor post-grad pass on the real ATen backend, planted by a pull request's root conftest.py:
+# every GEMM's result is off by one. The CPU job must fail on it.
+WRONG_ATEN = '''"""Planted by tests/test_workflows.py: every compiled GEMM of the aten backend is off by one."""
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class OffByOne(CustomGraphPass):
+    def __call__(self, graph):
+        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
+        for node in list(graph.nodes):
+            if node.target in gemms:
+                with graph.inserting_after(node):
+                    off = graph.call_function(torch.ops.aten.add.Tensor, (node, 1.0))
+                node.replace_all_uses_with(off)
+                off.args = (node, 1.0)
+
+    def uuid(self):
+        return "gemmguard-test-off-by-one"
+
+
+_options = AtenBackend.inductor_options
+AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": OffByOne()}
+'''
+
+# The CPU job's selection under act (GEMMGUARD_CI_TESTS): one example test on aten, few examples.
+QUICK = "examples/test_example_gemms.py::test_user_function -k aten --gemm-max-examples=4"
+TINY = "tests/test_github.py -k escaping"  # no compile: for runs whose CPU job only has to pass
+
+
+def _event(repo: Path, *, fork: bool = False, action: str = "synchronize", label: str | None = None) -> dict:
+    head = actrun.git(repo, "rev-parse", "HEAD")
+    base = actrun.git(repo, "rev-parse", "HEAD~1") if actrun.git(repo, "rev-list", "--count", "HEAD") != "1" else head
+    event = {
+        "action": action,
+        "number": 12,
+        "pull_request": {
+            "number": 12,
+            "head": {"sha": head, "ref": "change", "repo": {"full_name": "someone/gemmguard" if fork else OURS}},
+            "base": {"sha": base, "ref": "main", "repo": {"full_name": OURS}},
+            "labels": [{"name": label}] if label else [],
+        },
+        "repository": {"full_name": OURS},
+    }
+    if label:
+        event["label"] = {"name": label}
+    return event
+
+
+OURS = "gemmguard/gemmguard"  # what act reads from the snapshot's origin
+
+
+@pytest.fixture(scope="module")
+def act_venv(tmp_path_factory):
+    return actrun.make_venv(tmp_path_factory.mktemp("act") / "venv")
+
+
+def _snapshot(tmp: Path) -> Path:
+    repo = actrun.snapshot(tmp / "repo")
+    actrun.git(repo, "commit", "-q", "--allow-empty", "-m", "the pull request")
+    return repo
+
+
+def _no_gpu_line(job: actrun.Job) -> bool:
+    return any("::error title=gemmguard%3A no GPU::gemmguard: no GPU on " in line for line in job.lines)
+
+
+@pytest.mark.act
+@pytest.mark.skipif(UNDER_ACT, reason="act does not run inside a job that act runs")
+def test_a_clean_pull_request_passes_cpu_the_gpu_job_says_no_gpu_and_the_comment_is_posted(tmp_path, act_venv):
+    repo = _snapshot(tmp_path)
+    with fake_github.serve(existing=3) as (url, api):
+        run = actrun.run_act(
+            repo,
+            "pull_request",
+            _event(repo),
+            tmp_path / "work",
+            venv=act_venv,
+            env={"GEMMGUARD_CI_TESTS": QUICK, "GITHUB_API_URL": url},
+            secrets={"GITHUB_TOKEN": fake_github.TOKEN},
+        )
+        comments = [c for c in api.comments if c["body"].startswith("<!-- gemmguard-report -->")]
+    assert not run.dryrun and run.rc == 1, run.tail()  # act exits 1: the GPU job failed, as it must here
+    cpu, gpu, comment = run.jobs["cpu"], run.jobs["gpu"], run.jobs["comment"]
+    assert cpu.result == "success", cpu.text[-3000:]
+    for step in ("Install, as the README says", "Lint", "Tests and the example suite on the CPU backends"):
+        assert cpu.steps.get(step) == "success", (step, cpu.steps)
+    assert "gemmguard: verdict pass (CPU (aten, cpp))" in cpu.text and "1 passed" in cpu.text
+    assert gpu.result == "failure" and gpu.steps.get("Check the GPU") == "failure"
+    assert _no_gpu_line(gpu) and not gpu.ran_step("Install gemmguard")
+    assert comment.result == "success" and "gemmguard: created pull request comment" in comment.text
+    (posted,) = comments
+    assert "jobs: cpu success, gpu failure" in posted["body"]
+    assert "## gemmguard: CPU (aten, cpp): passed" in posted["body"] and "| aten | 1 | 0 |" in posted["body"]
+    artifacts = tmp_path / "work" / "artifacts"
+    assert (artifacts / "gemmguard-comment-cpu" / "comment.md").is_file()
+    assert not (artifacts / "gemmguard-cpu-reports").exists()  # reports are uploaded on failure only
+
+
+@pytest.mark.act
+@pytest.mark.skipif(UNDER_ACT, reason="act does not run inside a job that act runs")
+def test_a_planted_wrong_kernel_fails_the_cpu_job_with_the_annotation_and_summary(tmp_path, act_venv):
+    repo = actrun.snapshot(tmp_path / "repo")
+    (repo / "conftest.py").write_text(WRONG_ATEN)
+    actrun.commit(repo, "the pull request: a graph pass that breaks GEMMs")
+    examples = (ROOT / "examples" / "test_example_gemms.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(examples, 1) if "gemm.check(lambda a, b: torch.tanh(a @ b))" in text)
+    quick = {"GEMMGUARD_CI_TESTS": QUICK}
+    run = actrun.run_act(repo, "pull_request", _event(repo), tmp_path / "work", job="cpu", venv=act_venv, env=quick)
+    cpu = run.jobs["cpu"]
+    assert not run.dryrun and run.rc == 1 and cpu.result == "failure", run.tail()
+    assert cpu.steps.get("Lint") == "success"  # the plant is clean code: the gate failed, not ruff
+    assert cpu.steps.get("Tests and the example suite on the CPU backends") == "failure"
+    where = f"file=examples/test_example_gemms.py,line={line}"
+    prefix = f"::error {where},title=gemmguard%3A aten produced a wrong result::"
+    (annotation,) = [x.split("❗", 1)[-1].strip() for x in cpu.lines if prefix in x]
+    message = annotation[annotation.index("::", 2) + 2 :].replace("%0A", "\n")
+    assert message.startswith("examples/test_example_gemms.py::test_user_function[aten]\n")
+    assert re.search(r"case:     mm \d+×\d+×\d+ (bfloat16|float16) ", message) and "worst:    element" in message
+    assert "## gemmguard: CPU (aten, cpp): **failed**" in cpu.text  # the job summary, as act shows it
+    reports = tmp_path / "work" / "artifacts" / "gemmguard-cpu-reports"
+    assert (reports / "junit-tests.xml").is_file() and list((reports / "repro").glob("repro_*.py"))
+    assert "gpu" not in run.jobs  # it needs the CPU job
+
+
+@pytest.mark.act
+@pytest.mark.skipif(UNDER_ACT, reason="act does not run inside a job that act runs")
+def test_a_forks_pull_request_reaches_the_gpu_job_only_with_the_maintainers_label(tmp_path, act_venv):
+    repo = _snapshot(tmp_path)
+    common = dict(venv=act_venv, env={"GEMMGUARD_CI_TESTS": TINY}, job="gpu")
+    fork = actrun.run_act(repo, "pull_request", _event(repo, fork=True, action="opened"), tmp_path / "w1", **common)
+    assert not fork.dryrun and fork.rc == 0, fork.tail()
+    assert fork.jobs["cpu"].result == "success"  # the workflow did run: its CPU job
+    assert "gpu" not in fork.jobs, fork.jobs["gpu"].text  # and the GPU job never started
+    # The same pull request once a maintainer labels it gpu-ci: the GPU job runs (and says there is no GPU).
+    labeled = _event(repo, fork=True, action="labeled", label="gpu-ci")
+    run = actrun.run_act(repo, "pull_request", labeled, tmp_path / "w2", **common)
+    assert run.jobs["cpu"].result == "success" and run.jobs["gpu"].result == "failure", run.tail()
+    assert _no_gpu_line(run.jobs["gpu"])
+    # Any other label runs nothing (and cancels nothing: its concurrency group is its own).
+    other = actrun.run_act(
+        repo, "pull_request", _event(repo, fork=True, action="labeled", label="docs"), tmp_path / "w3", **common
+    )
+    assert other.rc == 0 and other.jobs == {}, other.tail()
+
+
+# The README's adoption example, on a small project of GEMM code: a clean change passes, a planted slowdown of
+# the compiled GEMMs fails on its benchmark, with the annotation at the benchmark's line and the regression in
+# the summary. On this CPU the example's backends become aten (its triton needs a GPU).
+GEMMLIB = '''"""A user's GEMM code."""
+
+import torch
+
+
+def matmul_relu(a, b):
+    return torch.relu(a @ b)
+'''
+
+USER_PYPROJECT = """[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "gemmlib"
+version = "0.1.0"
+dependencies = ["torch>=2.11"]
+
+[project.optional-dependencies]
+test = ["pytest-gemmguard"]
+
+[tool.setuptools]
+py-modules = ["gemmlib"]
+
+# A CPU gate needs a wide threshold: the A/A spread on a shared 2-core CPU is several percent (BENCHMARKS.md).
+[tool.gemmguard]
+runtime_regression = "20%"
+max_time_s = 0.3
+cpu_threads = 1
+cold_compile = false
+"""
+
+USER_TEST = """from pytest_gemmguard import gemm_case
+
+import gemmlib
+
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], shapes=[(8, 12, 16), (5, 7, 9)], max_examples=2)
+def test_matmul_relu(gemm):
+    gemm.check(gemmlib.matmul_relu)
+"""
+
+USER_BENCH = """import gemmlib
+
+
+def test_matmul_relu(gemm_benchmark):
+    gemm_benchmark(gemmlib.matmul_relu, op="mm", shape=(192, 192, 192))
+"""
+
+# Every compiled GEMM in float64: the same result, about 5x slower, eager untouched (an Inductor regression).
+SLOWER_GEMMS = '''"""The pull request: a graph pass that runs every compiled GEMM in float64."""
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class UpcastGemms(CustomGraphPass):
+    def __call__(self, graph):
+        convert = torch.ops.prims.convert_element_type.default
+        for node in list(graph.nodes):
+            if node.target is torch.ops.aten.mm.default:
+                a, b = node.args
+                with graph.inserting_before(node):
+                    a64 = graph.call_function(convert, (a, torch.float64))
+                    b64 = graph.call_function(convert, (b, torch.float64))
+                    wide = graph.call_function(torch.ops.aten.mm.default, (a64, b64))
+                    back = graph.call_function(convert, (wide, node.meta["val"].dtype))
+                node.replace_all_uses_with(back)
+                graph.erase_node(node)
+
+    def uuid(self):
+        return "gemmguard-test-upcast-gemms"
+
+
+_options = AtenBackend.inductor_options
+AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": UpcastGemms()}
+'''
+
+
+@pytest.mark.act
+@pytest.mark.skipif(UNDER_ACT, reason="act does not run inside a job that act runs")
+def test_the_readme_adoption_passes_a_clean_change_and_fails_a_planted_slowdown(tmp_path_factory, act_venv):
+    tmp = tmp_path_factory.mktemp("adopt")
+    repo = tmp / "user-repo"
+    actrun.init(repo, origin="https://github.com/someone/gemmlib.git")
+    workflow = _readme_example().replace('backends: "aten,triton"', 'backends: "aten"')
+    assert workflow != _readme_example()
+    files = {
+        ".github/workflows/gemm.yml": workflow,
+        "pyproject.toml": USER_PYPROJECT,
+        "gemmlib.py": GEMMLIB,
+        "tests/test_gemms.py": USER_TEST,
+        "benchmarks/test_bench.py": USER_BENCH,
+        "README.md": "gemmlib\n",
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    actrun.commit(repo, "base")
+    # A venv of its own: the jobs install gemmlib into it, never into the test run's environment.
+    venv = actrun.make_venv(tmp / "venv", with_checkout=True)
+    mapped = {"gemmguard/gemmguard@main": ROOT}  # the action under test is this checkout's
+
+    def run_pr(name: str) -> actrun.Job:
+        event = _event(repo)
+        event["repository"]["full_name"] = event["pull_request"]["base"]["repo"]["full_name"] = "someone/gemmlib"
+        event["pull_request"]["head"]["repo"]["full_name"] = "someone/gemmlib"
+        run = actrun.run_act(
+            repo, "pull_request", event, tmp / name, workflow=".github/workflows/gemm.yml", venv=venv, local=mapped
+        )
+        assert not run.dryrun and "gemm" in run.jobs, run.tail()
+        return run.jobs["gemm"]
+
+    (repo / "README.md").write_text("gemmlib: GEMMs\n")
+    actrun.commit(repo, "a clean change")
+    clean = run_pr("clean")
+    assert clean.result == "success", clean.text[-4000:]
+    assert "gemmguard: verdict pass (gemm)" in clean.text
+    assert "| aten | 1 | 0 |" in clean.text  # the correctness run
+    row = r"\| aten \| `mm-192x192x192-\w+-contiguous-none-matmul_relu` \| [\d.]+ \| [\d.]+ \| [^|]+ \| ok \|"
+    assert re.search(row, clean.text), clean.text[-3000:]
+
+    (repo / "conftest.py").write_text(SLOWER_GEMMS)
+    actrun.commit(repo, "a slower GEMM lowering")
+    slow = run_pr("slow")
+    assert slow.result == "failure", slow.text[-4000:]
+    assert "gemmguard: verdict fail (gemm)" in slow.text
+    prefix = "::error file=benchmarks/test_bench.py,line=5,title=gemmguard%3A aten mm-192x192x192-"
+    (annotation,) = [x for x in slow.lines if prefix in x]
+    assert "slower than the base::benchmarks/test_bench.py::test_matmul_relu[aten]%0Aruntime regression +" in annotation
+    assert "failed in 2 of 2 rounds" in annotation
+    assert "| **regression** |" in slow.text and "### Benchmarks: head against the base " in slow.text
+    assert "| aten | 1 | 0 |" in slow.text  # the correctness tests still pass: only the speed changed
