@@ -266,6 +266,26 @@ def test_a_planted_slowdown_fails_every_round_against_the_base_commit(pytester):
     assert github.annotations([], {"rows": [vars(mixed)]})[0].startswith("::warning ")
 
 
+def test_a_base_that_crashes_fails_the_gate_instead_of_comparing_nothing(pytester):
+    """Seen on the H200: the base's benchmark run ended in INTERNALERROR and the gate still passed, having
+    compared nothing. A base run that fails (not one that has no benchmarks) now fails the gate."""
+    repo = pytester.path
+    (repo / "pyproject.toml").write_text(BENCH_PYPROJECT)
+    (repo / "gemmlib.py").write_text(GEMMLIB)
+    (repo / "test_bench.py").write_text(BENCH)
+    (repo / "conftest.py").write_text("raise RuntimeError('the base cannot even load its conftest')\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base: broken")
+    base = _git(repo, "rev-parse", "HEAD")
+    (repo / "conftest.py").unlink()
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "head: fixed")
+    verdict = github.bench_gate(str(repo), ["test_bench.py"], "aten", "base-commit", str(repo / "out"), base, rounds=1)
+    assert "the base's benchmark run ended with exit status" in verdict["error"], verdict
+    assert not github.passed([], verdict)
+
+
 def test_a_required_baseline_that_is_missing_fails_the_gate_with_the_plugins_line(pytester):
     """--require-baseline is the plugin's --gemm-require-baseline: a missing stored baseline ends the benchmark
     run with its one line (no benchmark is measured first), and the gate fails on it."""

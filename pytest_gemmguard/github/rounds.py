@@ -106,11 +106,16 @@ class _Runs:
                 save = [*self.common, f"--gemm-save-baseline={saved}"]
                 rc, _ = run_pytest(save, tree, _tree_env(tree), f"benchmarks, base, round {r}")
                 doc = read_report(saved)
-                if doc is None:
-                    self.notes.append(
-                        f"round {r}: the base measured nothing (exit status {rc}): "
-                        + ("no benchmark tests there" if rc in (4, 5) else "see its log")
+                if doc is None and rc not in (0, 5):
+                    # The base crashed (seen on the H200: a base from before the two-plugin split, run with
+                    # both plugins named, ended in INTERNALERROR): nothing was compared, so nothing may pass.
+                    self.error = (
+                        f"gemmguard: the base's benchmark run ended with exit status {rc} (round {r}) and measured "
+                        "nothing: the head cannot be compared with it (see its log)"
                     )
+                    break
+                if doc is None:
+                    self.notes.append(f"round {r}: the base measured nothing: no benchmark tests there")
                 self.bases.append((doc or {}).get("entries", {}))
                 self.head(r, saved, r == rounds)
                 if self.error:
