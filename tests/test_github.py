@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from actrun import fake_github
+from actrun import fake_github, plants
 
 from pytest_gemmguard import github
 
@@ -165,34 +165,7 @@ def matmul_relu(a, b):
 # compiled GEMM in float64 (the same result, about 5x slower at 192³ on the 2-core CPU). It slows the compiled
 # code only, as an Inductor regression does: gemmguard times the compiled callable against eager in the same
 # loop, so a change that slowed eager as much (say, upcasting in the user's own function) would not count.
-SLOW_COMPILE = """
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class UpcastGemms(CustomGraphPass):
-    def __call__(self, graph):
-        convert = torch.ops.prims.convert_element_type.default
-        for node in list(graph.nodes):
-            if node.target is torch.ops.aten.mm.default:
-                a, b = node.args
-                with graph.inserting_before(node):
-                    a64 = graph.call_function(convert, (a, torch.float64))
-                    b64 = graph.call_function(convert, (b, torch.float64))
-                    wide = graph.call_function(torch.ops.aten.mm.default, (a64, b64))
-                    back = graph.call_function(convert, (wide, node.meta["val"].dtype))
-                node.replace_all_uses_with(back)
-                graph.erase_node(node)
-
-    def uuid(self):
-        return "gemmguard-test-upcast-gemms"
-
-
-_options = AtenBackend.inductor_options
-AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": UpcastGemms()}
-"""
+SLOW_COMPILE = plants.UPCAST_GEMMS_CONFTEST
 
 BENCH = """
 import gemmlib

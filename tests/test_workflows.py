@@ -18,7 +18,7 @@ from pathlib import Path
 
 import actrun
 import pytest
-from actrun import fake_github
+from actrun import fake_github, plants
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -346,35 +346,9 @@ def test_matmul_relu(gemm_benchmark):
 """
 
 # Every compiled GEMM in float64: the same result, about 5x slower, eager untouched (an Inductor regression).
-SLOWER_GEMMS = '''"""The pull request: a graph pass that runs every compiled GEMM in float64."""
-
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class UpcastGemms(CustomGraphPass):
-    def __call__(self, graph):
-        convert = torch.ops.prims.convert_element_type.default
-        for node in list(graph.nodes):
-            if node.target is torch.ops.aten.mm.default:
-                a, b = node.args
-                with graph.inserting_before(node):
-                    a64 = graph.call_function(convert, (a, torch.float64))
-                    b64 = graph.call_function(convert, (b, torch.float64))
-                    wide = graph.call_function(torch.ops.aten.mm.default, (a64, b64))
-                    back = graph.call_function(convert, (wide, node.meta["val"].dtype))
-                node.replace_all_uses_with(back)
-                graph.erase_node(node)
-
-    def uuid(self):
-        return "gemmguard-test-upcast-gemms"
-
-
-_options = AtenBackend.inductor_options
-AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": UpcastGemms()}
-'''
+SLOWER_GEMMS = (
+    '"""The pull request: a graph pass that runs every compiled GEMM in float64."""\n' + plants.UPCAST_GEMMS_CONFTEST
+)
 
 
 @pytest.mark.act
