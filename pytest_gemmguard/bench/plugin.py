@@ -88,8 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     from . import budget
 
+    table = _state.ensure(config).table  # [tool.gemmguard], read once for both plugins
     try:
-        table = validate.read_pyproject(str(config.rootpath))
         settings = validate.resolve(config, validate.BENCH, table)
         _check_settings(settings)
         base_budget = budget.Budget().merged(table, "[tool.gemmguard] in pyproject.toml")
