@@ -102,6 +102,8 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         ratio = oracle.eager_ratio(target, flat, expected, tol)
         verdict = oracle.Verdict(False, verdict.max_ratio, verdict.max_error, verdict.mismatch, ratio)
         session.tally.add(gemm.backend, "failed")
+        if ratio > 1:
+            session.tally.add(gemm.backend, "failed_like_eager")
         path = repro.write(session.options.repro_dir, gemm, fn, backend, verdict, session.compiler.dynamic)
         raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype)))
     session.tally.add(gemm.backend, "verified")

@@ -31,6 +31,12 @@ def failure_report(
         lines.append(f"  failing:  {mismatch.bad} of {mismatch.total} elements{what}")
     if verdict.eager_ratio is not None:
         lines.append(f"  eager PyTorch on the same inputs uses {verdict.eager_ratio:.3g}x of the tolerance")
+        if verdict.eager_ratio > 1:
+            # Still a failure (never hidden), but one that says where to look: the library, not only the backend.
+            lines.append(
+                "  library:  eager PyTorch is outside the bound too on these inputs: wrong like the library "
+                "(torch or its vendor GEMM), not this backend alone"
+            )
     if flags:
         lines.append(f"  flags:    {flags}")
     kernels = [f"{k} ({b})" for g in record.graphs for k, b in g.owners]

@@ -47,6 +47,13 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool) -> list[st
         f"{int(c['reused_calls'])}; shapes {'dynamic' if dynamic else 'static'}"
     )
     for name in selected:
+        like_eager = int(summary.counts[(name, "failed_like_eager")])
+        if like_eager:
+            lines.append(
+                f"{name}: {like_eager} of its failed examples are wrong like eager PyTorch "
+                "(eager is outside the bound too: look at the library first)"
+            )
+    for name in selected:
         mine = Counter({reason: k for (backend, reason), k in summary.reasons.items() if backend == name})
         for reason, count in mine.most_common(3):
             lines.append(f"unsupported by {name} ({count}x): {reason}")

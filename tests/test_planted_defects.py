@@ -159,3 +159,29 @@ def test_a_compile_past_the_timeout_fails_the_test_at_once(pytester):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*gemmguard: slow-compile: compile/run exceeded the 2 s limit*"])
     assert __import__("time").perf_counter() - started < 25  # not one stalled compile per example
+
+
+
+def test_a_failure_that_eager_shares_says_so_and_is_counted_apart():
+    """Still a failure, never hidden; but a report line and a summary line say the library is wrong too."""
+    from pytest_gemmguard import oracle
+    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.compile import CallRecord
+    from pytest_gemmguard.failure import failure_report
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.report import results_table
+    from pytest_gemmguard.tally import Tally
+
+    case = GemmCase("mm", 4, 4, 4)
+    mismatch = oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-6, 1, 16)
+    gemm = Gemm(case, "aten", session=None, test_id="t.py::test_x[aten]")
+    for eager, shown in ((3.5, True), (0.2, False)):
+        verdict = oracle.Verdict(False, 9.0, 1.0, mismatch, eager)
+        report = failure_report(gemm, verdict, CallRecord(), None, "aten")
+        assert ("library:  eager PyTorch is outside the bound too" in report) is shown
+    tally = Tally()
+    tally.add("aten", "failed", 2)
+    tally.add("aten", "failed_like_eager")
+    tally.add_outcome("aten", "failed")
+    lines = results_table(["aten"], tally, dynamic=False)
+    assert "aten: 1 of its failed examples are wrong like eager PyTorch" in "\n".join(lines)
