@@ -66,13 +66,9 @@ def get(config: pytest.Config) -> SharedState | None:
     return config.stash.get(_KEY, None)
 
 
-def require(config: pytest.Config) -> SharedState:
-    return ensure(config)
-
-
 def selected(config: pytest.Config) -> list[str]:
     """The backends under test, with 'auto' and 'all' expanded (probing: this imports torch)."""
-    state = require(config)
+    state = ensure(config)
     if state.selected is None:
         from . import backends
 
@@ -91,7 +87,7 @@ def selected(config: pytest.Config) -> list[str]:
 
 def session(config: pytest.Config) -> Any:
     """The session's GemmSession (compiler, options, tally), built on first use."""
-    state = require(config)
+    state = ensure(config)
     if state.session is None:
         from .compile import Compiler
         from .session import GemmSession, Options

@@ -134,7 +134,6 @@ class Compiler:
         self.timeout_s = timeout_s
         self.dynamic = dynamic
         self._own_dir = cache_dir is None
-        self._requested_dir = cache_dir
         self.cache_dir: str | None = cache_dir
         self._saved_env: dict[str, str | None] = {}
         self._active = False
