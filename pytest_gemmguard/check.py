@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import backends, oracle, repro
+from . import ahead, backends, oracle, repro
 from .cases import case_function
 from .compile import run_checked
-from .errors import GemmMismatch, Unsupported, UserCodeError
+from .errors import CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
 from .failure import failure_report
 from .gemm import CheckResult
 from .ops import DTYPES, OPS, dtype_unsupported
@@ -93,6 +93,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         expected = oracle.reference(fn, flat)
         expected_dtype = eager_out.dtype
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
+    _learn_ahead(session, gemm, backend)
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
     out, record = run_checked(compiled, flat)
@@ -111,6 +112,24 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         session.tally.add(gemm.backend, "fused")
     session.tally.add(gemm.backend, "check_s", time.perf_counter() - started)
     return CheckResult(out, verdict, record)
+
+
+def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) -> None:
+    """Wait for the compile-ahead worker that has this case (its compile then is a cache hit here). A case
+    that killed that worker is not run in this process: it fails with the worker's reason."""
+    pool = session.pool_for(gemm.backend)
+    if pool is None or backend.name != gemm.backend:
+        return
+    learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **ahead.job_args(backend, session.compiler))
+    if learnt is None:
+        return
+    gemm.ahead = learnt.get("status")
+    if gemm.ahead == "fatal":
+        raise CaseKilledProcess(gemm.backend, learnt.get("detail", "no detail"))
+    if gemm.ahead == "timeout":
+        raise CompileTimeout(f"{learnt.get('detail')} (in the compile-ahead worker)")
+    if gemm.ahead == "ok":
+        session.tally.add(gemm.backend, "compiled_ahead")
 
 
 def _fused(kernel_name: str) -> bool:

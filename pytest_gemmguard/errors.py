@@ -8,6 +8,7 @@ outcome by its type, never by searching a message.
     ├── BackendUnavailable    the backend cannot run on this machine at all (the probe's reason and fix)
     ├── CompileTimeout        a compile or run went past --gemm-compile-timeout
     ├── BackendCrashed        the backend raised while compiling or running a case (not a size problem)
+    │   └── CaseKilledProcess the case killed the compile-ahead worker that ran it first (segfault, bad CUDA context)
     ├── UserCodeError         the test's own function raised or returned something that is not a tensor
     ├── KnownFailureFixed     a known failure no longer shows, under --gemm-known-strict
     ├── GemmMismatch          the backend's kernel ran and its result was wrong   (also an AssertionError)
@@ -67,6 +68,18 @@ class BackendCrashed(GemmguardError):
         super().__init__(f"{backend} raised {type(exc).__name__} while compiling or running the case: {first}")
         self.backend = backend
         self.exc_type = type(exc).__name__
+
+
+class CaseKilledProcess(BackendCrashed):
+    """Compiling and running the case killed the compile-ahead worker that tried it first (a segfault, an
+    abort) or poisoned its CUDA context (an illegal memory access): the test process never ran it, so the
+    rest of the suite goes on."""
+
+    def __init__(self, backend: str, detail: str) -> None:
+        GemmguardError.__init__(self, f"{backend} broke the process that compiled and ran the case ahead: {detail}; "
+                                "the test process did not run it")  # fmt: skip
+        self.backend = backend
+        self.exc_type = "CaseKilledProcess"
 
 
 class UserCodeError(GemmguardError):

@@ -12,6 +12,7 @@ shrinking them costs a compile per step (minutes) while telling nothing new.
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -40,9 +41,7 @@ if TYPE_CHECKING:
 STOPS = (CompileTimeout, BackendCrashed, UserCodeError, KeyboardInterrupt)
 
 
-def explore(
-    session: GemmSession, test: Callable, space: CaseSpace, fixtures: dict, backend: str, test_id: str
-) -> None:
+def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: dict, backend: str, test_id: str) -> None:
     """Run `test(gemm=...)` on the examples of `space` through `backend`."""
     import hypothesis
     from hypothesis import HealthCheck, given, settings
@@ -76,6 +75,14 @@ def explore(
             session.tally.add(backend, "failed", -1)  # check() counted it before the file was consulted
         session.tally.add(backend, "xfailed")
         return f"known failure {entry.id}"
+
+    pool = session.pool_for(backend)
+    # With compile-ahead, the cases are drawn once beforehand (same seed, so Hypothesis draws the same ones
+    # again in the real run): an unseeded run gets a fresh seed that both draws share.
+    run_seed = options.seed
+    if pool is not None and run_seed is None:
+        run_seed = random.SystemRandom().getrandbits(64)
+    spent: list[float] = []
 
     def one_example(case: GemmCase) -> None:
         if stopped:  # one stop ends the test: don't let Hypothesis pay for more
@@ -114,7 +121,12 @@ def explore(
             session.progress(f"[{backend}] {step}/{budget} {case.describe()}: {what}")
             raise
         took = time.perf_counter() - started
-        session.progress(f"[{backend}] {step}/{budget} {case.describe()}: {verdict} ({took:.1f} s)")
+        spent.append(took)
+        session.tally.add(backend, "example_s", took)  # the wall time per example: cases/min in the table
+        how = ", compiled ahead" if gemm.ahead == "ok" else ""
+        eta = sum(spent) / len(spent) * max(budget - step, 0)
+        line = f"{step}/{budget} {case.describe()}: {verdict} ({took:.1f} s{how}; ETA {eta:.0f} s)"
+        session.progress(f"[{backend}] {line}")
 
     explicit = tour[: max(budget - 1, 1)] if options.replay is None else []
     if space.cases is not None:
@@ -123,8 +135,8 @@ def explore(
     explore_run = settings(max_examples=max(budget - len(explicit), 1), report_multiple_bugs=False, **shared)(
         given(case=strategy)(one_example)
     )
-    if options.seed is not None:
-        explore_run = hypothesis.seed(options.seed)(explore_run)
+    if run_seed is not None:
+        explore_run = hypothesis.seed(run_seed)(explore_run)
     if options.replay:
         version, _, blob = options.replay.partition(":")
         explore_run = hypothesis.reproduce_failure(version, blob.encode())(explore_run)
@@ -136,6 +148,17 @@ def explore(
         for case in reversed(explicit):
             visit = hypothesis.example(case=case)(visit)
         runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **shared)(visit))
+    if pool is not None:
+        drawn = _drawn(strategy, max(budget - len(explicit), 1), run_seed, shared) if space.cases is None else []
+        spec = backends.get(backend)
+        pool.submit(
+            backend,
+            drawn + list(explicit),
+            test_id,
+            session.compiler.dynamic,
+            type(spec).__module__,
+            session.compiler.timeout_s,
+        )
     try:
         for run in runs:
             run()
@@ -144,6 +167,9 @@ def explore(
         if blob is not None:
             exc.add_note(f"gemmguard reproduce: pytest '{test_id}' --gemm-replay='{blob[0]}:{blob[1]}'")
         raise
+    finally:
+        if pool is not None:
+            pool.forget(test_id)
     if stopped:
         exc, case = stopped[0]
         if isinstance(exc, KeyboardInterrupt):
@@ -154,6 +180,24 @@ def explore(
         raise Unsupported(backend, reasons.most_common(1)[0][0], every_of=outcome["unsupported"])
     if tracker is not None:
         _known_outcome(session, tracker, backend)
+
+
+def _drawn(strategy, n: int, seed: int, shared: dict) -> list[GemmCase]:
+    """The cases the explore run will draw, drawn beforehand with the same seed and settings (no database:
+    this draw must leave nothing behind). For a test whose examples all pass (Hypothesis only shrinks
+    after a failure) the real run draws exactly these; where it draws others, those compile in the test
+    process as before."""
+    import hypothesis
+    from hypothesis import given, settings
+
+    out: list[GemmCase] = []
+
+    def record(case: GemmCase) -> None:
+        out.append(case)
+
+    draw = settings(max_examples=n, report_multiple_bugs=False, database=None, **shared)(given(case=strategy)(record))
+    hypothesis.seed(seed)(draw)()
+    return out
 
 
 def _known_outcome(session: GemmSession, tracker, backend: str) -> None:

@@ -34,6 +34,9 @@ class Gemm:
         self._inputs: CaseInputs | None = None
         self.route: str | None = None  # the route the last check ran (multi-route backends), for known failures
         self.checks = 0  # checks that reached the backend
+        self.ahead: str | None = None  # what the compile-ahead worker said of this case (ok, error, fatal)
+
+    test_id = property(lambda self: self._test_id)
 
     # The case's fields, as the public API names them.
     op = property(lambda self: self.case.op)

@@ -191,4 +191,3 @@ def apply_chain(
             continue
         y = STEPS[name].apply(y, extras)
     return y
-

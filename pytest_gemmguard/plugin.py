@@ -67,7 +67,7 @@ def _load_known(config: pytest.Config, path: str) -> Any:
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = _state.get(config)
     if state is not None and state.session is not None:
-        state.session.compiler.deactivate()
+        state.session.close()
     start = _REGISTRY_MARKS.pop(id(config.pluginmanager), None)
     if start is not None:
         from . import backends

@@ -34,7 +34,8 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool) -> list[st
         def n(what: str, backend: str = name) -> float:
             return summary.counts[(backend, what)]
 
-        busy, verified = n("check_s"), int(n("verified"))
+        # Verified cases per minute of the examples' wall time (waits, unsupported cases and checks included).
+        busy, verified = n("example_s") or n("check_s"), int(n("verified"))
         rate = f"{60 * verified / busy:9.1f}" if busy > 0 and verified else f"{'-':>9s}"
         lines.append(
             f"{name:{width}s} {t['passed']:6d} {t['unsupported']:6d} {t['failed']:6d} {t['unavailable']:7d} | "
@@ -46,6 +47,10 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool) -> list[st
         f"compiles: {int(c['compiles'])} ({c['compile_s']:.1f} s), calls served by a reused compile: "
         f"{int(c['reused_calls'])}; shapes {'dynamic' if dynamic else 'static'}"
     )
+    for name in selected:
+        ahead = int(summary.counts[(name, "compiled_ahead")])
+        if ahead:
+            lines.append(f"{name}: {ahead} examples compiled ahead by worker processes (--gemm-compile-workers)")
     for name in selected:
         like_eager = int(summary.counts[(name, "failed_like_eager")])
         if like_eager:

@@ -20,6 +20,7 @@ class Options:
     repro_dir: str = "gemmguard-repro"
     progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires -v)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
+    compile_workers: int | None = None  # compile-ahead processes; None: ahead.auto_workers() for GPU backends
 
 
 class GemmSession:
@@ -32,6 +33,34 @@ class GemmSession:
         self.tally = Tally()
         self.known = known  # known.KnownFailures, or None without a known-failures file
         self.known_strict = known_strict
+        self.pool: Any = None  # ahead.AheadPool, started by the first test that uses it
+
+    def pool_for(self, backend: str) -> Any:
+        """The compile-ahead pool for `backend`'s correctness checks, or None where it does not apply: a
+        replay (one example), a backend that freezes weights (its compiles are keyed by content, in
+        process), or no workers (the default for CPU backends: the test process already keeps a small
+        machine busy)."""
+        from . import ahead
+
+        spec = backends.get(backend)
+        if self.options.replay or spec.freezes_weights:
+            return None
+        workers = self.options.compile_workers
+        if workers is None:
+            workers = ahead.auto_workers() if spec.device().startswith("cuda") else 0
+        if workers < 1:
+            return None
+        if self.pool is None:
+            self.compiler.activate()  # the workers inherit the session's cache directories
+            self.pool = ahead.AheadPool(workers, self.progress, log_dir=self.compiler.cache_dir)
+        return self.pool
+
+    def close(self) -> None:
+        """End of session: stop the compile-ahead workers, then drop the compiler's state and caches."""
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+        self.compiler.deactivate()
 
     def progress(self, message: str) -> None:
         """A live line for long work (shown with pytest -v)."""

@@ -92,6 +92,20 @@ def backend_list(value: Any) -> list[str]:
     return names
 
 
+def workers(value: Any) -> int | None:
+    """'auto' -> None (decided per backend); else a count >= 0."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ValueError("must be 'auto' or an integer >= 0 (0: compile in the test process only)")
+    return number
+
+
 def replay(value: Any) -> str:
     text = str(value)
     version, _, blob = text.partition(":")
@@ -158,6 +172,10 @@ CORE: tuple[Setting, ...] = (
             "static compile per shape", flag="--gemm-dynamic", is_flag=True),
     Setting("compile_timeout", lambda v: seconds(v, zero_means="no limit"), 600.0, "seconds per compile (0: none)",
             flag="--gemm-compile-timeout", metavar="S", number=True),
+    Setting("compile_workers", workers, None, "processes that compile upcoming cases ahead while the test process "
+            "checks ('auto': half the cores for GPU backends, none for CPU ones; 0: off)",
+            flag="--gemm-compile-workers", ini="gemm_compile_workers", env="GEMMGUARD_COMPILE_WORKERS",
+            table="compile_workers", metavar="N"),
     Setting("cache_dir", directory, None, "Inductor/Triton cache dir (default: a fresh temp dir per run)",
             flag="--gemm-cache-dir", metavar="DIR"),
     Setting("repro_dir", directory, "gemmguard-repro", "where standalone repro scripts go",

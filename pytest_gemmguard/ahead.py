@@ -1,0 +1,354 @@
+"""Compile ahead: while the test process checks one case, worker processes compile the next ones.
+
+A GPU correctness check is almost all compile (Inductor's max-autotune: codegen, Triton builds of every
+candidate config, benchmarking them), and a compile keeps one CPU core busy while the GPU sits idle. So the
+test process hands the cases it is about to check to a pool of worker processes. Each worker compiles and
+runs its case once through the same backend, into the session's own Inductor and Triton cache directories.
+When the test process reaches the case, its own compile is a cache hit (FX graph cache, or at least the
+autotuning cache and the Triton kernel cache), and it then does everything a check does, as before:
+compile, provenance, the float64 oracle. The verdict is always the test process's own; a worker only warms
+the caches, so nothing it does can turn a failure into a pass.
+
+What a worker learns is still used in two ways:
+- A case whose compile or run killed the worker (a segfault, an abort) or poisoned its CUDA context (an
+  illegal memory access, a device-side assert) is never run in the test process: it fails with that
+  reason, and the rest of the suite goes on (`CaseKilledProcess`).
+- A worker that raised anything else tells nothing for sure: the test process compiles that case itself,
+  so the verdict (unsupported, crashed) comes from the usual path.
+
+Workers compile the case's own op (`gemm.check()` with no function): the test's own function is not
+known before the test body runs, and a lambda cannot travel to another process. A function computing the
+same GEMM then still finds the autotuning results and the Triton kernels in the caches.
+
+Autotuning in several processes at once shares the GPU, so the winning config can differ from a serial
+run (the verdict does not: every case is still checked). Benchmarks never use the pool.
+
+The worker side is `python -m pytest_gemmguard.ahead`: one JSON job per line on stdin, one JSON result per
+line on a private copy of stdout (the real stdout goes to stderr, so a compiler's prints cannot corrupt
+the protocol).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# What a CUDA error that poisons the context says: after one of these the process cannot use the GPU again.
+FATAL_CUDA = (
+    "illegal memory access",
+    "misaligned address",
+    "unspecified launch failure",
+    "device-side assert",
+    "illegal instruction",
+    "an illegal memory access",
+)
+
+
+def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None) -> int:
+    """Workers for `--gemm-compile-workers=auto` (GPU backends): half the cores, less one for the test
+    process, shared among pytest-xdist workers; at most 8 (more processes autotune on one GPU at once than
+    pays); none on a machine of fewer than 4 cores, where the test process alone keeps them busy."""
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    share = max(1, xdist_workers or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+    if cores < 4:
+        return 0
+    return max(0, min(8, cores // (2 * share) - 1))
+
+
+def job_args(backend: Any, compiler: Any) -> dict:
+    """What a worker needs besides the case to compile it as the test process would."""
+    import inspect
+
+    try:
+        where = inspect.getfile(type(backend))
+    except (TypeError, OSError):
+        where = ""
+    return dict(dynamic=compiler.dynamic, backend_module=type(backend).__module__, backend_file=where,
+                timeout_s=compiler.timeout_s)  # fmt: skip
+
+
+@dataclass
+class Job:
+    key: tuple  # (backend, GemmCase)
+    tag: str  # the test it belongs to: its queued jobs are dropped when the test ends
+    line: str
+    state: str = "queued"  # queued -> running -> done
+    result: dict = field(default_factory=dict)
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class AheadPool:
+    """Worker processes that compile queued cases into the session's caches, in the order submitted."""
+
+    def __init__(self, workers: int, progress: Callable[[str], None] | None = None, log_dir: str | None = None):
+        self.workers = workers
+        self._progress = progress or (lambda line: None)
+        self._log_dir = log_dir
+        self._lock = threading.Condition()
+        self._queue: collections.deque[Job] = collections.deque()
+        self._jobs: dict[tuple, Job] = {}
+        self._threads: list[threading.Thread] = []
+        self._procs: list[subprocess.Popen | None] = [None] * workers
+        self._closing = False
+        self._next_id = 0
+        self.stats = collections.Counter()
+
+    # ------------------------------------------------------------------ the test process's side
+    def submit(self, backend: str, cases: list, tag: str, dynamic: bool = False, backend_module: str = "",
+               timeout_s: float = 0.0, first: bool = False, backend_file: str = "") -> None:  # fmt: skip
+        """Queue `cases` for compiling ahead through `backend` (a case already queued or done is skipped);
+        `first`: ahead of everything queued (a case the test process needs now)."""
+        with self._lock:
+            for case in reversed(cases) if first else cases:
+                key = (backend, case)
+                if key in self._jobs:
+                    continue
+                self._next_id += 1
+                line = json.dumps({"id": self._next_id, "backend": backend, "case": dataclasses.asdict(case),
+                                   "dynamic": dynamic, "backend_module": backend_module,
+                                   "backend_file": backend_file, "timeout_s": timeout_s})  # fmt: skip
+                job = Job(key, tag, line)
+                self._jobs[key] = job
+                if first:
+                    self._queue.appendleft(job)
+                else:
+                    self._queue.append(job)
+                self.stats["submitted"] += 1
+            self._lock.notify_all()
+        self._start()
+
+    def vet(self, backend: str, case: Any, tag: str, **job: Any) -> dict | None:
+        """What a worker learnt compiling and running `case` (queued now, first in line, if it was not), or
+        None when the pool cannot tell (it stopped; the wait outlasted the compile timeout): then the
+        caller compiles it itself. The test process runs no case a worker has not run first, so a case that
+        kills its process kills a worker, not the test session."""
+        with self._lock:
+            usable = not self._closing
+        if not usable:
+            return None
+        self.submit(backend, [case], tag, first=True, **job)
+        found = self._jobs[(backend, case)]
+        started = time.perf_counter()
+        limit = job.get("timeout_s") or None
+        if not found.done.wait(limit + 60 if limit else None):
+            self.stats["waited_out"] += 1
+            return None
+        self.stats["waited_s"] += time.perf_counter() - started
+        return found.result or None
+
+    def forget(self, tag: str) -> None:
+        """The test `tag` ended: drop its jobs no worker has started (a later test may queue them again)."""
+        with self._lock:
+            keep: collections.deque[Job] = collections.deque()
+            for job in self._queue:
+                if job.tag == tag:
+                    del self._jobs[job.key]
+                    self.stats["dropped"] += 1
+                else:
+                    keep.append(job)
+            self._queue = keep
+
+    def close(self) -> None:
+        self._shut()
+        for i, proc in enumerate(self._procs):
+            if proc is not None and proc.poll() is None:
+                try:
+                    proc.stdin.close()
+                    proc.wait(timeout=10)
+                except (OSError, subprocess.TimeoutExpired):
+                    proc.kill()
+            self._procs[i] = None
+
+    # ------------------------------------------------------------------ the dispatchers
+    def _start(self) -> None:
+        if self._threads or self.workers < 1:
+            return
+        for slot in range(self.workers):
+            t = threading.Thread(target=self._serve, args=(slot,), name=f"gemmguard-ahead-{slot}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        self._progress(f"compile-ahead: {self.workers} worker processes")
+
+    def _take(self) -> Job | None:
+        with self._lock:
+            while not self._queue and not self._closing:
+                self._lock.wait()
+            if self._closing:
+                return None
+            job = self._queue.popleft()
+            job.state = "running"
+            return job
+
+    def _shut(self) -> None:
+        with self._lock:
+            self._closing = True
+            self._lock.notify_all()
+            for job in self._queue:  # nobody will compile them: release whoever waits
+                job.done.set()
+            self._queue.clear()
+
+    def _serve(self, slot: int) -> None:
+        while True:
+            proc = self._worker(slot)
+            if proc is None:
+                if self._closing:
+                    return
+                continue  # a worker that failed to start: try again (_worker gives up after three)
+            job = self._take()
+            if job is None:
+                return
+            started = time.perf_counter()
+            try:
+                proc.stdin.write(job.line + "\n")
+                proc.stdin.flush()
+                reply = proc.stdout.readline()
+            except OSError:
+                reply = ""
+            if reply:
+                result = json.loads(reply)
+            else:  # the worker died on this job
+                result = {"status": "fatal", "detail": _death(proc)}
+                self._procs[slot] = None
+            if result.get("status") == "fatal":
+                self._procs[slot] = None  # a poisoned CUDA context: that worker exits; start a new one
+            result["ahead_s"] = round(time.perf_counter() - started, 3)
+            self.stats[result.get("status", "?")] += 1
+            job.result = result
+            job.state = "done"
+            job.done.set()
+
+    def _worker(self, slot: int) -> subprocess.Popen | None:
+        proc = self._procs[slot]
+        if proc is not None and proc.poll() is None:
+            return proc
+        if self._closing:
+            return None
+        env = dict(os.environ)  # the session's cache directories (Compiler.activate set them)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        log = subprocess.DEVNULL
+        if self._log_dir:
+            log = open(os.path.join(self._log_dir, f"ahead-worker-{slot}.log"), "a")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_gemmguard.ahead"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, text=True, bufsize=1,
+        )  # fmt: skip
+        if log is not subprocess.DEVNULL:
+            log.close()
+        # Until the worker has imported torch it can do nothing: the test process compiles meanwhile.
+        if proc.stdout.readline().strip() != '{"ready": true}':
+            self.stats["failed_starts"] += 1
+            if self.stats["failed_starts"] >= 3:
+                self._progress("compile-ahead: workers fail to start; compiling in the test process only")
+                self._shut()
+            return None
+        self._procs[slot] = proc
+        return proc
+
+
+def _death(proc: subprocess.Popen) -> str:
+    try:
+        rc = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"the process compiling and running it died with {name}"
+    return f"the process compiling and running it exited with status {rc}"
+
+
+# ---------------------------------------------------------------------- the worker's side
+def compile_case(job: dict, cache_dir: str | None) -> Any:
+    """Compile and run `job`'s case once through its backend, as the test process would (same function,
+    inputs, options and math precision); returns the CallRecord. Shared with the cold-compile timer."""
+    from .cases import GemmCase, build_inputs, case_function
+    from .compile import Compiler, run_checked
+    from .ops import OPS
+    from .precision import math_precision
+
+    case = GemmCase(**job["case"])
+    backend = resolve_backend(job)
+    inputs = build_inputs(case, backend.device())
+    fn = job.get("fn_object")
+    target, flat = (case_function(case.op, case.epilogue, case.dtype), inputs.flat) if fn is None else (fn, inputs.args)
+    compiler = job.get("compiler") or Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
+    compiler.activate()
+    with math_precision(case.dtype):
+        _, record = run_checked(compiler.compile(backend, target, flat, OPS[case.op].weight_positions), flat)
+    return record
+
+
+def resolve_backend(job: dict) -> Any:
+    """The job's backend; one registered at run time (a conftest calling `backends.register`) is not known to
+    a fresh interpreter, so the module that defines it is imported first: by name, else from its file (a
+    `conftest` module name can find another project's conftest first on sys.path)."""
+    import importlib
+    import importlib.util
+
+    from . import backends
+
+    if job["backend"] not in backends.names() and job.get("backend_module"):
+        try:
+            importlib.import_module(job["backend_module"])
+        except ImportError:
+            pass
+    if job["backend"] not in backends.names() and job.get("backend_file"):
+        spec = importlib.util.spec_from_file_location(f"gemmguard_backend_{job['backend']}", job["backend_file"])
+        if spec is not None and spec.loader is not None:
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return backends.get(job["backend"])
+
+
+def _fatal(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return "cuda error" in text and any(m in text for m in FATAL_CUDA)
+
+
+def worker_main() -> int:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever Inductor, Triton or nvcc print goes to the log, never into the protocol
+    import torch  # noqa: F401 - the slow part: only then is the worker ready
+
+    from .compile import Compiler
+    from .errors import CompileTimeout, Unsupported
+
+    compiler = Compiler(cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").rsplit(os.sep, 1)[0] or None,
+                        timeout_s=0)  # fmt: skip
+    print(json.dumps({"ready": True}), file=proto)
+    for line in sys.stdin:
+        job = json.loads(line)
+        compiler.dynamic = bool(job.get("dynamic", False))
+        compiler.timeout_s = float(job.get("timeout_s") or 0)
+        started = time.perf_counter()
+        status, detail = "ok", ""
+        try:
+            compile_case({**job, "compiler": compiler}, None)
+        except Unsupported as exc:
+            status, detail = "unsupported", exc.reason
+        except CompileTimeout as exc:
+            status, detail = "timeout", str(exc)
+        except Exception as exc:
+            status = "fatal" if _fatal(exc) else "error"
+            detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
+        print(json.dumps({"id": job["id"], "status": status, "detail": detail,
+                          "compile_s": round(time.perf_counter() - started, 3)}), file=proto)  # fmt: skip
+        if status == "fatal":
+            return 3  # this process's CUDA context is gone; the pool starts a new worker
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())

@@ -1,0 +1,106 @@
+"""Compile-ahead (--gemm-compile-workers): worker processes compile the upcoming cases; the test process
+checks every case as before, so the verdicts cannot change, and a case that kills its process kills a
+worker, never the test session. Real Inductor compiles through aten on the CPU, in pytest subprocesses."""
+
+import re
+
+import pytest
+
+from pytest_gemmguard import ahead
+
+PASSING = """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm", "addmm"], dtypes=["float32"], max_examples=7)
+def test_gemms(gemm):
+    gemm.check()
+"""
+
+# A real post-grad pass that kills the process compiling any mm whose M is 7: a segfault in the backend.
+SEGFAULT = """
+import os
+import signal
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class SegfaultOnM7(CustomGraphPass):
+    def __call__(self, graph):
+        for node in graph.nodes:
+            if node.target is torch.ops.aten.mm.default and node.meta["val"].shape[0] == 7:
+                os.kill(os.getpid(), signal.SIGSEGV)
+
+    def uuid(self):
+        return "gemmguard-test-segfault-m7"
+
+
+class Segfaults(AtenBackend):
+    name = "segv-m7"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": SegfaultOnM7()}
+
+
+backends.register(Segfaults())
+"""
+
+TWO_TESTS = """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], layouts=["contiguous"], shapes=[(5, 8, 8), (7, 8, 8)])
+def test_meets_m7(gemm):
+    gemm.check()
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], layouts=["contiguous"], shapes=[(5, 8, 8), (9, 8, 8)])
+def test_never_m7(gemm):
+    gemm.check()
+"""
+
+EXAMPLE = re.compile(r"gemmguard \[(\S+)\] \d+/\d+ (.+?): (\w+) \(")
+
+
+def _examples(result) -> list[tuple[str, str]]:
+    return [(m.group(2), m.group(3)) for m in map(EXAMPLE.search, result.outlines) if m]
+
+
+def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester):
+    pytester.makepyfile(PASSING)
+    args = ("--gemm-backends=aten", "--gemm-seed=5", "-v", "-p", "no:cacheprovider")
+    alone = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=0")
+    pooled = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=1")
+    alone.assert_outcomes(passed=1)
+    pooled.assert_outcomes(passed=1)
+    seen_alone, seen_pooled = _examples(alone), _examples(pooled)
+    assert len(seen_alone) == 7 and seen_pooled == seen_alone  # the same cases, in order, the same verdicts
+    ahead_lines = [line for line in pooled.outlines if "compiled ahead;" in line]
+    verified = sum(verdict == "verified" for _, verdict in seen_pooled)
+    assert len(ahead_lines) == verified > 0, pooled.stdout.str()  # every verified case was compiled ahead
+    assert "compiled ahead" not in alone.stdout.str()
+    assert "aten: %d examples compiled ahead by worker processes" % verified in pooled.stdout.str()
+
+
+def test_a_case_that_kills_its_process_fails_and_the_session_goes_on(pytester):
+    pytester.makeconftest(SEGFAULT)
+    pytester.makepyfile(TWO_TESTS)
+    args = ("--gemm-backends=segv-m7", "-p", "no:cacheprovider")
+    pooled = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=1")
+    pooled.assert_outcomes(passed=1, failed=1)
+    out = pooled.stdout.str()
+    assert "test_meets_m7[segv-m7] FAILED" in out or "FAILED test_a_case" in out or "failed" in out
+    assert "segv-m7 broke the process that compiled and ran the case ahead" in out
+    assert "died with SIGSEGV" in out and "the test process did not run it" in out
+    assert re.search(r"mm 7×8×8 float32", out), out
+    # The plant is real: without workers, the same run dies with the segfault.
+    alone = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=0")
+    assert alone.ret not in (0, 1) and "passed" not in alone.stdout.str().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("cores", "xdist", "expected"), [(2, 1, 0), (3, 1, 0), (4, 1, 1), (16, 1, 7), (16, 4, 1), (64, 1, 8)]
+)
+def test_auto_workers_leave_the_cores_to_the_test_process_on_small_machines(cores, xdist, expected):
+    assert ahead.auto_workers(cores, xdist) == expected
