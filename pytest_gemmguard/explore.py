@@ -16,7 +16,9 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from hypothesis import HealthCheck
 
 from . import backends, strategies
 from ._compat import hypothesis as hypothesis_compat
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
     from .session import GemmSession
     from .space import CaseSpace
 
+# Hypothesis settings every run of a test shares (its explore run, the explicit tour, the draw beforehand).
+SHARED = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck))
+
 # Raised inside an example, these stop the test without shrinking (see the module docstring).
 STOPS = (CompileTimeout, BackendCrashed, UserCodeError, KeyboardInterrupt)
 
@@ -44,19 +49,12 @@ STOPS = (CompileTimeout, BackendCrashed, UserCodeError, KeyboardInterrupt)
 def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: dict, backend: str, test_id: str) -> None:
     """Run `test(gemm=...)` on the examples of `space` through `backend`."""
     import hypothesis
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given, settings
 
     require_backend(backend)
     options = session.options
-    device = backends.get(backend).device()
-    seed = options.seed or 0
-    strategy = strategies.cases_in(space, device, seed)
-    if space.cases is not None:  # harvested: exactly these cases (all of them unless a budget says fewer)
-        tour = [dataclasses.replace(c, seed=seed) for c in space.cases]
-        budget = options.max_examples or space.max_examples or len(tour)
-    else:
-        tour = strategies.regime_tour(space, device, seed)
-        budget = options.max_examples or space.max_examples or options.default_examples[device]
+    p = plan(session, space, backend, test_id)
+    strategy, budget, explicit, run_seed = p.strategy, p.budget, p.explicit, p.run_seed
     outcome: Counter = Counter()
     reasons: Counter = Counter()
     stopped: list[tuple[BaseException, GemmCase]] = []
@@ -77,11 +75,6 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         return f"known failure {entry.id}"
 
     pool = session.pool_for(backend)
-    # With compile-ahead, the cases are drawn once beforehand (same seed, so Hypothesis draws the same ones
-    # again in the real run): an unseeded run gets a fresh seed that both draws share.
-    run_seed = options.seed
-    if pool is not None and run_seed is None:
-        run_seed = random.SystemRandom().getrandbits(64)
     spent: list[float] = []
 
     def one_example(case: GemmCase) -> None:
@@ -128,10 +121,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         line = f"{step}/{budget} {case.describe()}: {verdict} ({took:.1f} s{how}; ETA {eta:.0f} s)"
         session.progress(f"[{backend}] {line}")
 
-    explicit = tour[: max(budget - 1, 1)] if options.replay is None else []
-    if space.cases is not None:
-        explicit = tour[:budget]
-    shared = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck))
+    shared = SHARED
     explore_run = settings(max_examples=max(budget - len(explicit), 1), report_multiple_bugs=False, **shared)(
         given(case=strategy)(one_example)
     )
@@ -149,16 +139,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             visit = hypothesis.example(case=case)(visit)
         runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **shared)(visit))
     if pool is not None:
-        drawn = _drawn(strategy, max(budget - len(explicit), 1), run_seed, shared) if space.cases is None else []
-        spec = backends.get(backend)
-        pool.submit(
-            backend,
-            drawn + list(explicit),
-            test_id,
-            session.compiler.dynamic,
-            type(spec).__module__,
-            session.compiler.timeout_s,
-        )
+        queue_ahead(session, p, backend, test_id)
     try:
         for run in runs:
             run()
@@ -180,6 +161,61 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         raise Unsupported(backend, reasons.most_common(1)[0][0], every_of=outcome["unsupported"])
     if tracker is not None:
         _known_outcome(session, tracker, backend)
+
+
+@dataclasses.dataclass
+class Plan:
+    """What one test on one backend will run: its cases' strategy, the regime tour, the example budget, the
+    explicit cases, and the seed the explore run draws with."""
+
+    strategy: Any
+    tour: list
+    budget: int
+    explicit: list
+    run_seed: int | None
+    harvested: bool  # exactly the harvested cases: no explore run
+    drawn: list | None = None  # the explore run's cases, drawn beforehand (compile-ahead only)
+
+
+def plan(session: GemmSession, space: CaseSpace, backend: str, test_id: str) -> Plan:
+    """The test's plan, made once per session (so the draw that compile-ahead queues at collection and the
+    test's own run use the same seed)."""
+    plans = session.plans
+    key = (test_id, backend)
+    if key in plans:
+        return plans[key]
+    options = session.options
+    device = backends.get(backend).device()
+    seed = options.seed or 0
+    strategy = strategies.cases_in(space, device, seed)
+    if space.cases is not None:  # harvested: exactly these cases (all of them unless a budget says fewer)
+        tour = [dataclasses.replace(c, seed=seed) for c in space.cases]
+        budget = options.max_examples or space.max_examples or len(tour)
+        explicit = tour[:budget]
+    else:
+        tour = strategies.regime_tour(space, device, seed)
+        budget = options.max_examples or space.max_examples or options.default_examples[device]
+        explicit = tour[: max(budget - 1, 1)] if options.replay is None else []
+    # With compile-ahead the cases are drawn beforehand with the run's seed (Hypothesis then draws the same
+    # ones again): an unseeded run gets a fresh seed, kept here so that both draws share it.
+    run_seed = options.seed
+    if run_seed is None and session.pool_for(backend) is not None:
+        run_seed = random.SystemRandom().getrandbits(64)
+    plans[key] = Plan(strategy, tour, budget, explicit, run_seed, space.cases is not None)
+    return plans[key]
+
+
+def queue_ahead(session: GemmSession, p: Plan, backend: str, test_id: str) -> None:
+    """Hand the plan's cases, in the order the test will run them, to the compile-ahead pool (if any)."""
+    pool = session.pool_for(backend)
+    if pool is None:
+        return
+    if p.drawn is None:
+        explore_n = max(p.budget - len(p.explicit), 1)
+        p.drawn = [] if p.harvested else _drawn(p.strategy, explore_n, p.run_seed, SHARED)
+    from .ahead import job_args
+
+    pool.submit(backend, p.drawn + list(p.explicit), test_id, **job_args(backends.get(backend), session.compiler))
 
 
 def _drawn(strategy, n: int, seed: int, shared: dict) -> list[GemmCase]:

@@ -94,12 +94,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = _state.get(session.config)
     if state is None or not any(_backend_of(item) for item in session.items):
         return
+    _queue_ahead(session)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or hasattr(session.config, "workerinput"):
         return
     for line in _header(session.config):
         reporter.write_line(line)
     state.header_shown = True
+
+
+def _queue_ahead(session: pytest.Session) -> None:
+    """Give the compile-ahead pool every GEMM test's cases now, in run order, so its workers never wait for
+    the next test to start (not in a pytest-xdist worker: each of those runs only a share of the items, and
+    queues each test's cases when it starts)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from . import backends
+    from .explore import plan, queue_ahead
+
+    gg = _state.session(session.config)
+    for item in session.items:
+        backend = _backend_of(item)
+        space = getattr(getattr(item, "function", None), "_gemmguard_space", None)
+        if not backend or space is None or not backends.probe(backend).available or gg.pool_for(backend) is None:
+            continue
+        queue_ahead(gg, plan(gg, space, backend, item.nodeid), backend, item.nodeid)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -34,6 +34,7 @@ class GemmSession:
         self.known = known  # known.KnownFailures, or None without a known-failures file
         self.known_strict = known_strict
         self.pool: Any = None  # ahead.AheadPool, started by the first test that uses it
+        self.plans: dict = {}  # (test id, backend) -> explore.Plan, made once per session
 
     def pool_for(self, backend: str) -> Any:
         """The compile-ahead pool for `backend`'s correctness checks, or None where it does not apply: a

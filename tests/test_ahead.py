@@ -14,6 +14,10 @@ from pytest_gemmguard import gemm_case
 @gemm_case(ops=["mm", "addmm"], dtypes=["float32"], max_examples=7)
 def test_gemms(gemm):
     gemm.check()
+
+@gemm_case(ops=["linear"], dtypes=["float32"], max_examples=4)
+def test_linear(gemm):  # queued at collection, so its cases are compiled while the first test runs
+    gemm.check()
 """
 
 # A real post-grad pass that kills the process compiling any mm whose M is 7: a segfault in the backend.
@@ -72,10 +76,10 @@ def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester):
     args = ("--gemm-backends=aten", "--gemm-seed=5", "-v", "-p", "no:cacheprovider")
     alone = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=0")
     pooled = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=1")
-    alone.assert_outcomes(passed=1)
-    pooled.assert_outcomes(passed=1)
+    alone.assert_outcomes(passed=2)
+    pooled.assert_outcomes(passed=2)
     seen_alone, seen_pooled = _examples(alone), _examples(pooled)
-    assert len(seen_alone) == 7 and seen_pooled == seen_alone  # the same cases, in order, the same verdicts
+    assert len(seen_alone) == 11 and seen_pooled == seen_alone  # the same cases, in order, the same verdicts
     ahead_lines = [line for line in pooled.outlines if "compiled ahead;" in line]
     verified = sum(verdict == "verified" for _, verdict in seen_pooled)
     assert len(ahead_lines) == verified > 0, pooled.stdout.str()  # every verified case was compiled ahead
