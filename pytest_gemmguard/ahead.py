@@ -31,6 +31,7 @@ the protocol).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -39,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +101,8 @@ class AheadPool:
         self._threads: list[threading.Thread] = []
         self._procs: list[subprocess.Popen | None] = [None] * workers
         self._closing = False
+        self._paused = 0  # while > 0 no new job starts (a benchmark is timing)
+        self._running = 0
         self._next_id = 0
         self.stats = collections.Counter()
 
@@ -158,6 +161,21 @@ class AheadPool:
                     keep.append(job)
             self._queue = keep
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No worker compiles while this is held (jobs that are running finish first): a benchmark times its
+        kernel on a GPU and CPU nobody else is using."""
+        with self._lock:
+            self._paused += 1
+            while self._running:
+                self._lock.wait()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+                self._lock.notify_all()
+
     def close(self) -> None:
         self._shut()
         for i, proc in enumerate(self._procs):
@@ -181,12 +199,13 @@ class AheadPool:
 
     def _take(self) -> Job | None:
         with self._lock:
-            while not self._queue and not self._closing:
+            while (not self._queue or self._paused) and not self._closing:
                 self._lock.wait()
             if self._closing:
                 return None
             job = self._queue.popleft()
             job.state = "running"
+            self._running += 1
             return job
 
     def _shut(self) -> None:
@@ -226,6 +245,9 @@ class AheadPool:
             job.result = result
             job.state = "done"
             job.done.set()
+            with self._lock:
+                self._running -= 1
+                self._lock.notify_all()
 
     def _worker(self, slot: int) -> subprocess.Popen | None:
         proc = self._procs[slot]

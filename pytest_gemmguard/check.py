@@ -118,7 +118,7 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) ->
     """Wait for the compile-ahead worker that has this case (its compile then is a cache hit here). A case
     that killed that worker is not run in this process: it fails with the worker's reason."""
     pool = session.pool_for(gemm.backend)
-    if pool is None or backend.name != gemm.backend:
+    if pool is None or backend.name != gemm.backend or not gemm.use_ahead:
         return
     learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **ahead.job_args(backend, session.compiler))
     if learnt is None:

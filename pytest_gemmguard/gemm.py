@@ -35,6 +35,7 @@ class Gemm:
         self.route: str | None = None  # the route the last check ran (multi-route backends), for known failures
         self.checks = 0  # checks that reached the backend
         self.ahead: str | None = None  # what the compile-ahead worker said of this case (ok, error, fatal)
+        self.use_ahead = True  # False for a benchmark: its kernel is autotuned here, on a quiet machine
 
     test_id = property(lambda self: self._test_id)
 

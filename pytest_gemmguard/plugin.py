@@ -113,6 +113,12 @@ def _queue_ahead(session: pytest.Session) -> None:
     from .explore import plan, queue_ahead
 
     gg = _state.session(session.config)
+    benchmarks = any("gemm_benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
+    if gg.options.compile_workers is None and benchmarks:
+        # auto: a run with benchmarks compiles in the test process only, so no benchmark ever reuses an
+        # autotuning decision made while other processes shared the GPU (--gemm-compile-workers=N forces it).
+        gg.options.compile_workers = 0
+        return
     for item in session.items:
         backend = _backend_of(item)
         space = getattr(getattr(item, "function", None), "_gemmguard_space", None)

@@ -56,6 +56,12 @@ class GemmSession:
             self.pool = ahead.AheadPool(workers, self.progress, log_dir=self.compiler.cache_dir)
         return self.pool
 
+    def quiet(self) -> Any:
+        """A context in which no compile-ahead worker runs (for timing)."""
+        import contextlib
+
+        return self.pool.paused() if self.pool is not None else contextlib.nullcontext()
+
     def close(self) -> None:
         """End of session: stop the compile-ahead workers, then drop the compiler's state and caches."""
         if self.pool is not None:

@@ -84,7 +84,7 @@ def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester):
     verified = sum(verdict == "verified" for _, verdict in seen_pooled)
     assert len(ahead_lines) == verified > 0, pooled.stdout.str()  # every verified case was compiled ahead
     assert "compiled ahead" not in alone.stdout.str()
-    assert "aten: %d examples compiled ahead by worker processes" % verified in pooled.stdout.str()
+    assert f"aten: {verified} examples compiled ahead by worker processes" in pooled.stdout.str()
 
 
 def test_a_case_that_kills_its_process_fails_and_the_session_goes_on(pytester):
@@ -108,3 +108,24 @@ def test_a_case_that_kills_its_process_fails_and_the_session_goes_on(pytester):
 )
 def test_auto_workers_leave_the_cores_to_the_test_process_on_small_machines(cores, xdist, expected):
     assert ahead.auto_workers(cores, xdist) == expected
+
+
+def test_no_worker_compiles_while_a_benchmark_times():
+    """session.quiet() (held by gemm_benchmark while it autotunes and times) keeps queued jobs queued."""
+    import time
+
+    from pytest_gemmguard.cases import GemmCase
+
+    pool = ahead.AheadPool(1)
+    case = GemmCase("mm", 8, 8, 8)
+    try:
+        with pool.paused():
+            pool.submit("aten", [case], "t")
+            deadline = time.monotonic() + 60
+            while pool._procs[0] is None and time.monotonic() < deadline:  # the worker starts meanwhile
+                time.sleep(0.2)
+            time.sleep(1.0)
+            assert pool._procs[0] is not None and pool._jobs[("aten", case)].state == "queued"
+        assert pool.vet("aten", case, "t")["status"] == "ok"  # released: the job runs
+    finally:
+        pool.close()

@@ -57,8 +57,10 @@ def measure(
     from .timing import _threads
 
     on_cpu = not backends.get(backend_name).device().startswith("cuda")
-    # The case decides TF32 vs IEEE float32 for the check, the timed compile and the reference alike.
-    with _threads(ctx.settings.timing.cpu_threads if on_cpu else None), math_precision(case.dtype):
+    # The case decides TF32 vs IEEE float32 for the check, the timed compile and the reference alike; no
+    # compile-ahead worker runs while the benchmark autotunes and times (session.quiet).
+    threads = ctx.settings.timing.cpu_threads if on_cpu else None
+    with ctx.session.quiet(), _threads(threads), math_precision(case.dtype):
         from ..compile import run_checked
         from ..gemm import Gemm
 
@@ -66,6 +68,7 @@ def measure(
         backend = backends.get(backend_name)
         device = backend.device()
         gemm = Gemm(case, backend_name, session, test_id)
+        gemm.use_ahead = False
         label = f"[{backend_name}] benchmark {case.describe()}"
         if ctx.settings.verify:
             session.progress(f"{label}: compiling and verifying")
