@@ -1,0 +1,70 @@
+"""Check one case through one backend in a fresh process, under environment variants, and say which kernel
+(template, config) ran: to tell a backend's bug from gemmguard's, and to narrow it down.
+
+    PYTHONPATH=$PWD python3 scripts/gpu_case.py triton \
+        "GemmCase(op='mm', m=1, n=1, k=1, dtype='float32', layout='noncontiguous', seed=11)" \
+        --variant base --variant GEMMGUARD_TRITON_TMA=0
+
+Each variant runs in its own process with an empty Inductor cache and no compile-ahead workers (the
+plain in-process path), and prints one line: variant, verdict, max |error|/tolerance, kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def one(backend: str, case_text: str) -> dict:
+    from pytest_gemmguard import backends
+    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.errors import GemmMismatch, Unsupported
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.session import GemmSession, Options
+
+    case = eval(case_text, {"GemmCase": GemmCase})  # a repr printed by a failure report
+    compiler = Compiler()
+    session = GemmSession(compiler, Options())
+    spec = backends.get(backend)
+    try:
+        result = Gemm(case, backend, session).check()
+        verdict, ratio, record = "ok", result.verdict.max_ratio, result.record
+    except GemmMismatch as exc:
+        text = str(exc)
+        return {"verdict": "WRONG", "detail": " | ".join(ln.strip() for ln in text.splitlines()[1:8])}
+    except Unsupported as exc:
+        return {"verdict": "unsupported", "detail": exc.reason}
+    finally:
+        compiler.deactivate()
+    kernels = [spec.describe_kernel(k) for g in record.graphs for k in g.launches if spec.claims(k)]
+    return {"verdict": verdict, "ratio": round(ratio, 4), "kernels": kernels}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("backend")
+    p.add_argument("case")
+    p.add_argument("--variant", action="append", default=[], help="'base' or VAR=VALUE[,VAR=VALUE]")
+    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        print(json.dumps(one(args.backend, args.case)))
+        return
+    for variant in args.variant or ["base"]:
+        env = dict(os.environ)
+        if variant != "base":
+            env.update(dict(kv.split("=", 1) for kv in variant.split(",")))
+        proc = subprocess.run([sys.executable, __file__, args.backend, args.case, "--one"], env=env,
+                              capture_output=True, text=True)  # fmt: skip
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        out = json.loads(lines[-1]) if lines else {"verdict": f"error rc={proc.returncode}",
+                                                   "detail": proc.stderr.strip().splitlines()[-1:]}  # fmt: skip
+        print(f"{variant:28s} {json.dumps(out)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
