@@ -20,6 +20,8 @@ class Options:
     repro_dir: str = "gemmguard-repro"
     progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires -v)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
+    # The run's backends: a failure's inputs go through the others that can run here (differential.py).
+    differential: tuple[str, ...] = ()
 
 
 class GemmSession:
