@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import ahead, backends, oracle, repro
+from . import ahead, backends, differential, oracle, repro
+from ._compat import hypothesis as hypothesis_compat
 from .cases import case_function
 from .compile import run_checked
 from .errors import CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
@@ -106,7 +107,13 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         if ratio > 1:
             session.tally.add(gemm.backend, "failed_like_eager")
         path = repro.write(session.options.repro_dir, gemm, fn, backend, verdict, session.compiler.dynamic)
-        raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype)))
+        others = None
+        if _reported(session, gemm):
+            weights = OPS[case.op].weight_positions
+            others = differential.run(
+                session, gemm, backend.name, target, flat, weights, (expected, tol, expected_dtype)
+            )
+        raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype), others))
     session.tally.add(gemm.backend, "verified")
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         session.tally.add(gemm.backend, "fused")
@@ -130,6 +137,19 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) ->
         raise CompileTimeout(f"{learnt.get('detail')} (in the compile-ahead worker)")
     if gemm.ahead == "ok":
         session.tally.add(gemm.backend, "compiled_ahead")
+
+
+def _reported(session: GemmSession, gemm: Gemm) -> bool:
+    """Whether this failure is one a reader will see: the example Hypothesis reports (not a step of its
+    shrinking) and not one the known-failures file explains. Only those pay for a cross-backend differential."""
+    if not hypothesis_compat.is_final_example():
+        return False
+    if session.known is None:
+        return True
+    from . import known
+
+    versions = known.installed_versions(session.known.packages())
+    return known.match(session.known, gemm.backend, gemm.case, versions, "wrong-result", gemm.route) is None
 
 
 def _fused(kernel_name: str) -> bool:

@@ -9,6 +9,10 @@ compiled with the same (long-lived) backend object hits Dynamo's cache exactly w
 compiled code is valid for the new inputs (shapes, strides, dtypes), and recompiles otherwise. Frozen
 weights (the CPP backend) are graph constants, which guards do not cover, so those compiles are keyed
 by the weights' content (frozen.py) instead.
+
+One backend is active at a time (`use`): switching takes the previous backend's process changes out
+(isolation.py) and undoes its `prepare`, so `--gemm-backends=all` gives each backend the verdicts it
+gets alone, whatever ran before it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import torch
 
+from . import isolation
 from ._compat import inductor
 from .backends import Backend
 from .errors import BackendCrashed, CompileTimeout, Unsupported
@@ -101,10 +106,11 @@ class CompiledGemm:
     _call: Callable[..., Any]
     _runtime_positions: tuple[int, ...]
     _compiler: Compiler
+    timeout_s: float | None = None  # None: the compiler's own limit
 
     def __call__(self, *inputs) -> tuple[Any, CallRecord]:
         runtime = [inputs[i] for i in self._runtime_positions]
-        return self._compiler._run(self.backend, self._call, runtime)
+        return self._compiler._run(self.backend, self._call, runtime, self.timeout_s)
 
     @contextlib.contextmanager
     def hot(self, inputs: Sequence[Any]) -> Iterator[Callable[[], Any]]:
@@ -114,6 +120,7 @@ class CompiledGemm:
         runtime = [inputs[i] for i in self._runtime_positions]
         call = self._call
         record = CallRecord()
+        self._compiler.use(self.backend)
         with _dynamo_limits(), inductor.patched_config(self.backend.inductor_options()), torch.no_grad():
             _recorder.current = record
             try:
@@ -140,6 +147,10 @@ class Compiler:
         self._dynamo_backends: dict[str, _InductorThrough] = {}
         self._frozen: dict[tuple, Callable] = {}
         self._prepared: dict[str, Callable[[], None] | None] = {}  # backend -> undo of its prepare()
+        self._current: str | None = None  # the backend whose process changes are in place (see use)
+        self._baseline: isolation.Snapshot | None = None  # the process before any backend's use
+        self._footprints: dict[str, isolation.Footprint] = {}  # what each inactive backend changed
+        self._prepare_env: dict[str, set[str]] = {}  # variables each active backend's prepare changed
         self.stats = {"compiles": 0, "reused_calls": 0, "compile_s": 0.0}
 
     # The user's own Inductor/Triton caches are never read or written: point both at our directory.
@@ -154,11 +165,39 @@ class Compiler:
             os.environ[var] = os.path.join(self.cache_dir, sub)
         self._active = True
 
-    def deactivate(self) -> None:
-        for undo in reversed(list(self._prepared.values())):
+    def use(self, backend: Backend | None) -> None:
+        """Make `backend` the active one (None: none, the process as the session found it): the previous
+        backend's `prepare` is undone and what its use changed (isolation.Footprint) is taken out; this
+        one's footprint, if it ran before, is put back (the same module objects) and it is prepared."""
+        name = backend.name if backend is not None else None
+        if name == self._current:
+            return
+        if self._baseline is None:
+            if backend is None:
+                return  # no backend ever ran: nothing to take out
+            self.activate()  # the baseline holds gemmguard's own cache directories, which are no backend's doing
+            self._baseline = isolation.take()
+        if self._current is not None:
+            footprint = isolation.capture(self._baseline, self._prepare_env.pop(self._current, ()))
+            undo = self._prepared.pop(self._current, None)
             if undo is not None:
                 undo()
-        self._prepared.clear()
+            footprint.remove(self._baseline)
+            self._footprints[self._current] = footprint
+            self._current = None
+        if backend is not None:
+            env = dict(os.environ)
+            footprint = self._footprints.pop(backend.name, None)
+            if footprint is not None:  # first, so that its prepare finds the process as it left it
+                footprint.apply()
+            self._prepared[backend.name] = backend.prepare()
+            self._prepare_env[backend.name] = {k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k)}
+            self._current = backend.name
+
+    def deactivate(self) -> None:
+        self.use(None)
+        self._footprints.clear()
+        self._baseline = None
         for var, old in self._saved_env.items():
             if old is None:
                 os.environ.pop(var, None)
@@ -181,8 +220,7 @@ class Compiler:
     ) -> CompiledGemm:
         """Prepare `fn` for compiling through `backend` (the compile itself happens on first call)."""
         self.activate()
-        if backend.name not in self._prepared:
-            self._prepared[backend.name] = backend.prepare()
+        self.use(backend)
         n = len(inputs)
         if backend.freezes_weights and weight_positions:
             frozen = {i: inputs[i] for i in weight_positions}
@@ -200,7 +238,10 @@ class Compiler:
         compiled = torch.compile(fn, backend=self._dynamo_backends[backend.name], dynamic=self.dynamic)
         return CompiledGemm(backend, self.dynamic, compiled, tuple(range(n)), self)
 
-    def _run(self, backend: Backend, call: Callable, runtime: list) -> tuple[Any, CallRecord]:
+    def _run(
+        self, backend: Backend, call: Callable, runtime: list, timeout_s: float | None = None
+    ) -> tuple[Any, CallRecord]:
+        self.use(backend)
         record = CallRecord()
         _recorder.current = record
         try:
@@ -208,7 +249,7 @@ class Compiler:
                 _dynamo_limits(),
                 inductor.patched_config(backend.inductor_options()),
                 torch.no_grad(),
-                time_limit(self.timeout_s, backend.name),
+                time_limit(self.timeout_s if timeout_s is None else timeout_s, backend.name),
             ):
                 out = call(*runtime)
         finally:

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .compile import CallRecord
+    from .differential import Other
     from .gemm import Gemm
     from .oracle import Verdict
 
 
 def failure_report(
-    gemm: Gemm, verdict: Verdict, record: CallRecord, repro_path: str | None, route: str = "", flags: str = ""
+    gemm: Gemm,
+    verdict: Verdict,
+    record: CallRecord,
+    repro_path: str | None,
+    route: str = "",
+    flags: str = "",
+    others: Sequence[Other] | None = None,
 ) -> str:
+    """The report of a wrong result; `others` is the cross-backend differential (differential.py), None where
+    none was run (a failure Hypothesis will not report)."""
     case, mismatch = gemm.case, verdict.mismatch
     via = f" (route {route})" if route and route != gemm.backend else ""
     lines = [
@@ -37,6 +47,10 @@ def failure_report(
                 "  library:  eager PyTorch is outside the bound too on these inputs: wrong like the library "
                 "(torch or its vendor GEMM), not this backend alone"
             )
+    if others is not None:
+        from .differential import report_lines  # here: differential.py needs torch, this module does not
+
+        lines += report_lines(others)
     if flags:
         lines.append(f"  flags:    {flags}")
     kernels = [f"{k} ({b})" for g in record.graphs for k, b in g.owners]

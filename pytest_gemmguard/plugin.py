@@ -76,7 +76,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _header(config: pytest.Config) -> list[str]:
-    from .report import capability_matrix
+    from .report import capability_matrix, unavailable_fixes
 
     selected = _state.selected(config)
     compiler = _state.session(config).compiler
@@ -86,6 +86,7 @@ def _header(config: pytest.Config) -> list[str]:
         f"gemmguard: backends {', '.join(selected) or '(none)'}; shapes {mode}; Inductor cache {cache}",
         "gemmguard: math per case: TF32 only for tf32 cases; fp16/bf16 reduced-precision reductions off",
         *capability_matrix(selected),
+        *unavailable_fixes(),
     ]
 
 

@@ -18,6 +18,17 @@ def capability_matrix(selected: list[str]) -> list[str]:
     return lines
 
 
+def unavailable_fixes() -> list[str]:
+    """One header line per fix, naming the backends it would make runnable here (the same probe lines as the
+    matrix, gathered: what is missing on this machine and how to get it)."""
+    by_fix: dict[str, list[str]] = {}
+    for name in backends.names():
+        probe = backends.probe(name)
+        if not probe.available:
+            by_fix.setdefault(probe.fix or probe.reason, []).append(name)
+    return [f"gemmguard: unavailable here: {', '.join(names)}; fix: {fix}" for fix, names in by_fix.items()]
+
+
 def results_table(selected: list[str], summary: Tally, dynamic: bool) -> list[str]:
     """Per backend: tests passed / unsupported / failed / unavailable; examples verified; compile time; then
     tests that ended in their own error (never counted as the backend's failure)."""

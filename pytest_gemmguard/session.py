@@ -21,6 +21,8 @@ class Options:
     progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires -v)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
     compile_workers: int | None = None  # compile-ahead processes; None: ahead.auto_workers() for GPU backends
+    # The run's backends: a failure's inputs go through the others that can run here (differential.py).
+    differential: tuple[str, ...] = ()
 
 
 class GemmSession:

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # gpu_validate.sh: prove gemmguard's GPU backends on a GPU machine and write docs/gpu-validation.md.
 #
-#   scripts/gpu_validate.sh [--backends aten,triton,cutlass,cutedsl] [--results DIR] [--merge DIR ...]
-#                           [--examples N] [--pytest-timeout S] [--bench-timeout S] [--doc PATH]
+#   scripts/gpu_validate.sh [--install readme|staged|none] [--backends aten,triton,cutlass,cutedsl]
+#                           [--results DIR] [--merge DIR ...] [--examples N] [--pytest-timeout S]
+#                           [--bench-timeout S] [--doc PATH]
+#
+# First the packages, by --install:
+#   readme  (the default) README's "GPU install" lines, exactly and in order (install_steps below; the test
+#           tests/test_gpu_install.py fails if they differ from the README's), stopping at the first failure;
+#   staged  the device machine, which has no package index: the wheels that travel with the repo (below);
+#           the default where .gpu/ exists;
+#   none    the machine is set up already.
+# Whatever was installed, the pytest header then says which backends are unavailable and the fix for each.
 #
 # For each backend, in parallel (one process each, own Inductor cache): pytest over examples/ and
 # tests/gpu/ with --gemm-backends=<backend>, junit XML and a JSON log of the kernels each GPU test saw.
@@ -25,8 +34,11 @@ pytest_timeout=300
 bench_timeout=240
 doc=docs/gpu-validation.md
 merge=()
+install=readme
+[ -d .gpu ] && install=staged
 while [ $# -gt 0 ]; do
   case $1 in
+  --install) install=$2; shift 2 ;;
   --backends) backends=$2; shift 2 ;;
   --results) results=$2; shift 2 ;;
   --merge) merge+=("$2"); shift 2 ;;
@@ -38,19 +50,36 @@ while [ $# -gt 0 ]; do
   *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
+case $install in readme | staged | none) ;; *) echo "--install must be readme, staged or none"; exit 2 ;; esac
 mkdir -p "$results"
 export PYTHONUNBUFFERED=1
 
 # ---- packages
-if [ -f .gpu/b/install.sh ]; then
+install_steps() { # README.md, "GPU install", verbatim: one command a line
+  cat <<'STEPS'
+nvidia-smi
+python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())" || python3 -m pip install torch==2.13.0+cu130 --index-url https://download.pytorch.org/whl/cu130
+python3 -m pip install -e '.[gpu,cutlass,cutedsl]'
+python3 -c "import sys, torch; sys.exit(tuple(map(int, torch.__version__.split('.')[:2])) < (2, 14))" || python3 -m pip install 'cutlass_api @ git+https://github.com/NVIDIA/cutlass@cutlass_api#subdirectory=python/cutlass_api'
+python3 -m pytest -p no:cacheprovider --collect-only -q examples
+STEPS
+}
+echo "gpu_validate: install: $install"
+if [ "$install" = readme ]; then
+  while IFS= read -r step; do
+    echo "gpu_validate: install step: $step"
+    bash -o pipefail -c "$step" || { echo "gpu_validate: install step failed (exit $?): $step"; exit 3; }
+  done < <(install_steps)
+fi
+if [ "$install" = staged ] && [ -f .gpu/b/install.sh ]; then
   # shellcheck disable=SC1091
   source .gpu/b/install.sh || echo "gpu_validate: .gpu/b/install.sh failed (CuteDSL wheels missing)"
 fi
-if ! python3 -c "import cutlass_library" 2>/dev/null && ls .gpu/a/nvidia_cutlass-*.whl >/dev/null 2>&1; then
+if [ "$install" = staged ] && ! python3 -c "import cutlass_library" 2>/dev/null && ls .gpu/a/nvidia_cutlass-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
 fi
 [ -d /tmp/site_a ] && export PYTHONPATH=/tmp/site_a${PYTHONPATH:+:$PYTHONPATH}
-[ -d .gpu/cutlass_api_src ] && export PYTHONPATH=$repo/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+[ "$install" = staged ] && [ -d .gpu/cutlass_api_src ] && export PYTHONPATH=$repo/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
 command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
 # The plugin loads from the tree unless it is installed (then its entry point loads it).

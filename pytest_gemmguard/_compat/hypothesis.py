@@ -3,7 +3,9 @@
 - `inner_test._hypothesis_internal_add_digest`: the example-database key of a @given test, set so each
   (test, backend) replays its own earlier failures;
 - the `@reproduce_failure('VERSION', b'BLOB')` note Hypothesis adds to a failure, turned into a
-  `--gemm-replay=VERSION:BLOB` line.
+  `--gemm-replay=VERSION:BLOB` line;
+- `hypothesis.control.current_build_context().is_final`: whether the running example is the one Hypothesis
+  will report (the shrunk failure's last run, an explicit example, a replay).
 """
 
 from __future__ import annotations
@@ -26,6 +28,20 @@ def check() -> None:
     inner = getattr(getattr(probe, "hypothesis", None), "inner_test", None)
     if inner is None:
         raise RuntimeError(f"hypothesis {hypothesis.__version__}: @given tests lost .hypothesis.inner_test")
+    from hypothesis import control
+
+    if not hasattr(control, "current_build_context"):
+        raise RuntimeError(f"hypothesis {hypothesis.__version__}: hypothesis.control lost current_build_context")
+
+
+def is_final_example() -> bool:
+    """True when the running example is one Hypothesis will report, or when no Hypothesis test is running."""
+    import hypothesis
+    from hypothesis import control
+
+    if not hypothesis.currently_in_test_context():
+        return True
+    return bool(getattr(control.current_build_context(), "is_final", True))
 
 
 def set_database_key(test: Any, key: bytes) -> None:

@@ -4,7 +4,8 @@
   (provenance reads it);
 - `NoValidChoicesError`, named by type through Dynamo's and Inductor's exception wrappers;
 - the CUDA code cache's `compile` classmethod (`CUTLASSCodeCache` or `CUDACodeCache`), wrapped to time nvcc;
-- `torch._functorch.config.enable_autograd_cache`, switched off with Inductor's FX graph cache.
+- `torch._functorch.config.enable_autograd_cache`, switched off with Inductor's FX graph cache;
+- `torch._inductor.config` read and written key by key (`get_config_copy`, dotted `setattr`), for isolation.py.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def check() -> None:
         missing.append("torch._inductor.codecache.{CUTLASS,CUDA}CodeCache.compile")
     if not hasattr(torch._functorch.config, "enable_autograd_cache"):
         missing.append("torch._functorch.config.enable_autograd_cache")
+    if not hasattr(torch._inductor.config, "get_config_copy"):
+        missing.append("torch._inductor.config.get_config_copy")
     try:
         from torch._inductor.exc import NoValidChoicesError
     except ImportError:
@@ -102,3 +105,31 @@ def wrap_cuda_build(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) ->
 
             return undo
     return None
+
+
+def config_values() -> dict[str, Any]:
+    """Every Inductor config key with its value object (not a copy, so a graph pass compares by identity)."""
+    import warnings
+
+    import torch._inductor.config as config
+
+    values = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reading a deprecated key warns once; a snapshot is not a use
+        for key in config.get_config_copy():
+            try:
+                values[key] = getattr(config, key)
+            except AttributeError:  # hidden keys
+                continue
+    return values
+
+
+def set_config(key: str, value: Any) -> None:
+    """Set one (dotted) Inductor config key, as `config.patch` does."""
+    import warnings
+
+    import torch._inductor.config as config
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        setattr(config, key, value)

@@ -9,6 +9,18 @@ from typing import Any
 
 from ..provenance import KernelLaunch
 
+# Where the one GPU install path is written down; every GPU probe's fix points there.
+GPU_INSTALL = "README, GPU install"
+# The extra of this package (pyproject.toml [project.optional-dependencies]) that installs each optional
+# module a probe looks for; tests/test_gpu_install.py checks each against pyproject.toml.
+EXTRAS = {
+    "triton": ("gpu", "triton"),
+    "cutlass_library": ("cutlass", "nvidia-cutlass"),
+    "cutlass": ("cutedsl", "nvidia-cutlass-dsl"),
+    "quack": ("cutedsl", "quack-kernels"),
+    "cutlass.operators": ("cutedsl", "nvidia-cutlass-operators"),
+}
+
 
 @dataclass(frozen=True)
 class Probe:
@@ -42,9 +54,10 @@ class Backend:
         raise NotImplementedError
 
     def prepare(self) -> Callable[[], None] | None:
-        """Set up what the process needs before the first compile through this backend (an environment
-        variable, a timing hook); returns the undo, which the compiler calls when the session ends, so
-        the backend leaves the process as it found it."""
+        """Set up what the process needs before compiling through this backend (an environment variable, a
+        timing hook); returns the undo, which the compiler calls whenever it switches to another backend and
+        when the session ends (and prepares again when this backend runs again), so the backend leaves the
+        process as it found it. What compiles change besides is the compiler's to take out (isolation.py)."""
         return None
 
     def device(self) -> str:
@@ -81,7 +94,11 @@ def cuda_probe(min_capability: tuple[int, int] = (7, 0)) -> Probe | None:
 
     if not torch.cuda.is_available():
         if torch.version.cuda is None:
-            return Probe(False, f"torch {torch.__version__} is a CPU-only build", "install a CUDA build of torch")
+            return Probe(
+                False,
+                f"torch {torch.__version__} is a CPU-only build",
+                f"install a CUDA build of torch ({GPU_INSTALL})",
+            )
         return Probe(False, "no CUDA device visible", "run on a machine with an NVIDIA GPU")
     cap = torch.cuda.get_device_capability()
     if cap < min_capability:
@@ -90,15 +107,19 @@ def cuda_probe(min_capability: tuple[int, int] = (7, 0)) -> Probe | None:
     return None
 
 
-def missing_module(module: str, pip_name: str) -> Probe | None:
-    """None when `module` imports; else a probe naming the pip package that provides it."""
+def missing_module(module: str, pip_name: str, fix: str | None = None) -> Probe | None:
+    """None when `module` imports; else a probe whose fix names this package's extra that provides it (or
+    `fix`, for a module no extra can install)."""
     try:
         found = importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         found = False
     if found:
         return None
-    return Probe(False, f"Python module {module!r} is not installed", f"pip install {pip_name}")
+    if fix is None and module in EXTRAS:
+        extra, dist = EXTRAS[module]
+        fix = f"pip install 'pytest-gemmguard[{extra}]' (brings {dist}; {GPU_INSTALL})"
+    return Probe(False, f"Python module {module!r} is not installed", fix or f"pip install {pip_name}")
 
 
 def gpu_detail() -> str:

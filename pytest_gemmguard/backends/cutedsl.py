@@ -24,7 +24,7 @@ from typing import Any
 from .._compat import inductor
 from ..provenance import KernelLaunch
 from ..validate import backend_env
-from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
+from .base import GPU_INSTALL, Backend, Probe, cuda_probe, gpu_detail, missing_module
 
 _KERNEL_CLASS = re.compile(r"\b(Sm\d+\w*(?:Gemm|Kernel)\w*)")
 _KERNEL_BY_NAME = re.compile(r"get_kernel_by_name\(\s*['\"]([^'\"]+)['\"]")
@@ -87,7 +87,11 @@ class CuteDslBackend(Backend):
             problem = missing_module("cutlass.operators", "nvidia-cutlass-operators")
             provider = f"cutlass.operators {_version('nvidia-cutlass-operators')}"
         else:
-            problem = missing_module("cutlass_api", "the python/cutlass_api folder of NVIDIA/cutlass")
+            problem = missing_module(
+                "cutlass_api",
+                "cutlass_api",
+                f"torch {torch.__version__} needs NVIDIA's preview cutlass_api ({GPU_INSTALL})",
+            )
             provider = "cutlass_api (preview, from NVIDIA/cutlass)"
         if problem:
             return self._quack_only(problem)

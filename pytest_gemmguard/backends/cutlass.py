@@ -27,7 +27,7 @@ from typing import Any
 from .._compat import inductor
 from ..provenance import KernelLaunch
 from ..validate import backend_env
-from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
+from .base import GPU_INSTALL, Backend, Probe, cuda_probe, gpu_detail, missing_module
 
 DEFAULT_CONFIGS = 2
 BUILD_S = 0.5
@@ -170,7 +170,11 @@ class CutlassBackend(Backend):
             return Probe(False, "nvcc not found", "install the CUDA toolkit and put nvcc on PATH")
         problem = missing_layout()
         if problem:
-            return Probe(False, f"cannot assemble a CUTLASS tree: {problem}", "pip install nvidia-cutlass>=4.2")
+            return Probe(
+                False,
+                f"cannot assemble a CUTLASS tree: {problem}",
+                f"pip install 'nvidia-cutlass>=4.2' ({GPU_INSTALL})",
+            )
         return Probe(True, detail=f"{gpu_detail()}, nvidia-cutlass {_package_version()}, tree {tree_path()}, {nvcc}")
 
     def tree(self) -> str:
