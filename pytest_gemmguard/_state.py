@@ -94,7 +94,7 @@ def session(config: pytest.Config) -> Any:
 
         s = state.settings
         compiler = Compiler(cache_dir=s["cache_dir"], timeout_s=s["compile_timeout"], dynamic=s["dynamic"])
-        options = Options(s["max_examples"], s["seed"], s["replay"], s["repro_dir"])
+        options = Options(s["max_examples"], s["seed"], s["replay"], s["repro_dir"], all_choices=s["all_choices"])
         if config.get_verbosity() >= 1:
             options.progress = lambda line: live_line(config, line)
         # The session counts examples as they run; state.tally is built from the reports (the two must stay

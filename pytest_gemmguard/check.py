@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import backends, oracle, repro
+from . import backends, candidates, oracle, repro
 from .cases import case_function
 from .compile import run_checked
-from .errors import GemmMismatch, Unsupported, UserCodeError
-from .failure import failure_report
+from .errors import CandidateMismatch, GemmMismatch, Unsupported, UserCodeError
+from .failure import candidate_report, failure_report
 from .gemm import CheckResult
 from .ops import DTYPES, OPS, dtype_unsupported
 from .precision import describe, math_precision
@@ -95,8 +95,15 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
-    out, record = run_checked(compiled, flat)
+    # Every autotune candidate of a graph compiled now is judged too, not only the winner (candidates.py).
+    with candidates.judging(case.dtype if session.options.all_choices else None):
+        out, record = run_checked(compiled, flat)
     session.tally.add(gemm.backend, "compile_s", record.compile_s)
+    seen = [c for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
+    checked, wrong, unchecked = candidates.tally(seen)
+    if record.compiled:  # counted once, where they were judged; a reused compile still fails on them below
+        for what, n in (("candidates", checked), ("candidates_wrong", wrong), ("candidates_unchecked", unchecked)):
+            session.tally.add(gemm.backend, what, n)
     verdict = oracle.judge(out, expected, tol, expected_dtype)
     if not verdict.ok:
         ratio = oracle.eager_ratio(target, flat, expected, tol)
@@ -106,6 +113,12 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
             session.tally.add(gemm.backend, "failed_like_eager")
         path = repro.write(session.options.repro_dir, gemm, fn, backend, verdict, session.compiler.dynamic)
         raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype)))
+    if wrong:
+        # The winner was right: the failure is the losing candidate's, reported as a wrong result (known
+        # failures and shrinking apply). No repro script: the compiled code never runs the candidate.
+        session.tally.add(gemm.backend, "failed")
+        bad = [r for r in seen if r.wrong]
+        raise CandidateMismatch(candidate_report(gemm, bad, seen, record, backend.name))
     session.tally.add(gemm.backend, "verified")
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         session.tally.add(gemm.backend, "fused")
