@@ -108,8 +108,10 @@ def planted(tmp_path, monkeypatch):
     """The plant, in this process: a wrong slow candidate for every mm selection."""
     import importlib.util
 
+    # A name of its own per use: Inductor keeps every extern choice it ever made, by name, for the process.
+    tag = f"api_{tmp_path.name}"
     path = tmp_path / "plant_wrong.py"
-    path.write_text(PLANT.format(skew=0.01, tag="api"))
+    path.write_text(PLANT.format(skew=0.01, tag=tag))
     spec = importlib.util.spec_from_file_location("plant_wrong", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -135,8 +137,9 @@ def test_the_api_checks_each_candidate_on_the_case_inputs_and_round_trips_as_jso
         compiler.deactivate()
     assert torch.allclose(out, a @ b)
     by_name = {r.name: r for r in seen}
-    assert set(by_name) == {"extern_kernels.mm", "extern_kernels.gemmguard_test_slow_mm_api"}, seen
-    assert not by_name["extern_kernels.mm"].wrong and by_name["extern_kernels.gemmguard_test_slow_mm_api"].wrong
+    plant = f"extern_kernels.{planted.NAME}"
+    assert set(by_name) == {"extern_kernels.mm", plant}, seen
+    assert not by_name["extern_kernels.mm"].wrong and by_name[plant].wrong
     assert all(r.inputs == "case" for r in seen), seen
     bench_a, bench_b = planted.SEEN[0]  # the planted candidate ran on the case's own values
     assert torch.equal(bench_a, a) and torch.equal(bench_b, b)
@@ -164,3 +167,24 @@ def test_a_result_that_could_not_be_checked_says_why_and_round_trips():
     # NaN fields (a shape mismatch has no worst element) never compare equal: compare the JSON text.
     again = candidates.CandidateResult.from_json(json.loads(json.dumps(shaped.to_json())))
     assert json.dumps(again.to_json()) == json.dumps(shaped.to_json()) and again.wrong and "shape (2,)" in again.line()
+
+
+def test_a_call_that_reuses_the_compile_fails_on_its_wrong_candidate_again(planted, tmp_path):
+    """Hypothesis re-runs a failing example, and the re-run hits Dynamo's cache (nothing is autotuned): the
+    candidates judged when the graph compiled stay with it, so the re-run fails the same way, not flakily."""
+    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.errors import CandidateMismatch
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.session import GemmSession, Options
+
+    compiler = Compiler(cache_dir=str(tmp_path / "cache"))
+    session = GemmSession(compiler, Options(repro_dir=str(tmp_path / "repro")))
+    try:
+        for seed in (1, 2):  # other values, same shape: the second call reuses the first compile
+            with pytest.raises(CandidateMismatch, match=planted.NAME):
+                Gemm(GemmCase("mm", 8, 16, 32, seed=seed), "aten", session).check()
+    finally:
+        compiler.deactivate()
+    assert compiler.stats["compiles"] == 1 and compiler.stats["reused_calls"] == 1
+    assert session.tally.counts[("aten", "candidates")] == 2  # counted once, where they were judged
