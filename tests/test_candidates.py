@@ -2,8 +2,8 @@
 compiles on the CPU.
 
 ATen alone offers Inductor one choice on the CPU, so nothing is autotuned; the plant (a test-only
-preprocessing function in the conftest) appends a second extern choice, a *slow* GEMM, so autotuning runs
-and the real ATen kernel wins. A wrong planted candidate must fail the case by name while the winner is
+preprocessing function in the conftest) appends a second extern choice that reports itself slow, so
+autotuning runs and the real ATen kernel wins. A wrong planted candidate must fail the case by name while the winner is
 right; with --gemm-all-choices=off the same run passes (the plant really lost autotuning); a right planted
 candidate passes and is counted.
 """
@@ -17,8 +17,6 @@ import torch
 from pytest_gemmguard import candidates, oracle
 
 PLANT = """
-import time
-
 import torch
 from torch._inductor import select_algorithm
 
@@ -29,7 +27,6 @@ SEEN = []  # the inputs the planted kernel was benchmarked on
 
 def slow_mm(a, b, out):
     SEEN.append((a.clone(), b.clone()))
-    time.sleep(0.005)  # slower than ATen's mm at any size the test draws: it loses autotuning
     torch.mm(a, b, out=out)
     out.mul_(1 + SKEW)
 
@@ -40,7 +37,12 @@ CHOICE = select_algorithm.ExternKernelChoice.lookup(NAME) or select_algorithm.Ex
 def plant(choices):
     nodes = choices[0].input_nodes if choices else ()
     if len(nodes) == 2 and all(len(n.get_size()) == 2 for n in nodes):  # mm only
-        return [*choices, CHOICE.bind(nodes, choices[0].layout)]
+        caller = CHOICE.bind(nodes, choices[0].layout)
+        measured = caller.benchmark
+        # It reports itself a second slower than it ran, so it loses autotuning whatever the load (a sleep in the
+        # kernel did not: on a loaded 2-core machine ATen's tiny mm once timed at 16 ms and lost to it).
+        caller.benchmark = lambda *args, out: measured(*args, out=out) + 1000.0
+        return [*choices, caller]
     return choices
 
 
@@ -93,14 +95,6 @@ def test_a_right_extra_candidate_passes_and_is_counted(pytester):
     result = pytester.runpytest_inprocess(*RUN)
     result.assert_outcomes(passed=1)
     assert "aten: autotune candidates checked: 2, wrong: 0, not checked: 0" in result.stdout.str()
-
-
-def test_a_bad_all_choices_value_is_a_usage_error(pytester):
-    pytester.makepyfile(MM_TEST)
-    result = pytester.runpytest_inprocess("--gemm-all-choices=maybe")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = [line for line in result.errlines if line.startswith("ERROR:")]
-    assert len(errors) == 1 and "--gemm-all-choices='maybe': must be 'on' or 'off'" in errors[0], result.errlines
 
 
 @pytest.fixture
