@@ -29,9 +29,10 @@ What is checked, exactly:
   whose benchmark ran in a subprocess (CUTLASS, `autotune_in_subproc`) is reported *not checked*, with why.
 
 Autotuning happens only for a selection with two or more choices that no cache answers (the FX graph
-cache, Inductor's autotune cache, which gemmguard keeps per run): a candidate is checked when its op and
-input layout are first autotuned in the session. Results are plain data (`to_json`/`from_json`), so a
-process that compiles ahead can send them back.
+cache; Inductor's autotune cache, whose file torch fixes at the process's first autotune, so it lives in
+that run's temporary directory and serves the whole process): a candidate is checked when its op and
+input layout are first autotuned in the process, which for pytest is the session. Results are plain data
+(`to_json`/`from_json`), so a process that compiles ahead can send them back.
 """
 
 from __future__ import annotations
