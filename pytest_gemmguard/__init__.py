@@ -25,7 +25,7 @@ _PUBLIC = {
     "Unsupported": ("errors", "Unsupported"),
     "harvest_gemms": ("harvest", "harvest_gemms"),
 }
-_MODULES = ("strategies", "backends", "oracle", "repro")
+_MODULES = ("strategies", "backends", "oracle", "repro", "candidates")
 
 __all__ = ["Gemm", "GemmCase", "GemmUsageError", "GemmguardError", "Unsupported", "__version__", "gemm_case",
            "harvest_gemms", "strategies"]  # fmt: skip

@@ -94,7 +94,7 @@ def session(config: pytest.Config) -> Any:
 
         s = state.settings
         compiler = Compiler(cache_dir=s["cache_dir"], timeout_s=s["compile_timeout"], dynamic=s["dynamic"])
-        options = Options(s["max_examples"], s["seed"], s["replay"], s["repro_dir"])
+        options = Options(s["max_examples"], s["seed"], s["replay"], s["repro_dir"], all_choices=s["all_choices"])
         options.compile_workers = s["compile_workers"]
         options.differential = tuple(selected(config))
         if config.get_verbosity() >= 1:

@@ -66,7 +66,7 @@ def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None)
     return max(0, min(8, cores // (2 * share) - 1))
 
 
-def job_args(backend: Any, compiler: Any) -> dict:
+def job_args(backend: Any, compiler: Any, all_choices: bool = True) -> dict:
     """What a worker needs besides the case to compile it as the test process would."""
     import inspect
 
@@ -75,7 +75,7 @@ def job_args(backend: Any, compiler: Any) -> dict:
     except (TypeError, OSError):
         where = ""
     return dict(dynamic=compiler.dynamic, backend_module=type(backend).__module__, backend_file=where,
-                timeout_s=compiler.timeout_s)  # fmt: skip
+                timeout_s=compiler.timeout_s, all_choices=all_choices)  # fmt: skip
 
 
 @dataclass
@@ -108,7 +108,8 @@ class AheadPool:
 
     # ------------------------------------------------------------------ the test process's side
     def submit(self, backend: str, cases: list, tag: str, dynamic: bool = False, backend_module: str = "",
-               timeout_s: float = 0.0, first: bool = False, backend_file: str = "") -> None:  # fmt: skip
+               timeout_s: float = 0.0, first: bool = False, backend_file: str = "",
+               all_choices: bool = True) -> None:  # fmt: skip
         """Queue `cases` for compiling ahead through `backend` (a case already queued or done is skipped);
         `first`: ahead of everything queued (a case the test process needs now)."""
         with self._lock:
@@ -119,7 +120,8 @@ class AheadPool:
                 self._next_id += 1
                 line = json.dumps({"id": self._next_id, "backend": backend, "case": dataclasses.asdict(case),
                                    "dynamic": dynamic, "backend_module": backend_module,
-                                   "backend_file": backend_file, "timeout_s": timeout_s})  # fmt: skip
+                                   "backend_file": backend_file, "timeout_s": timeout_s,
+                                   "all_choices": all_choices})  # fmt: skip
                 job = Job(key, tag, line)
                 self._jobs[key] = job
                 if first:
@@ -295,7 +297,9 @@ def _death(proc: subprocess.Popen) -> str:
 # ---------------------------------------------------------------------- the worker's side
 def compile_case(job: dict, cache_dir: str | None) -> Any:
     """Compile and run `job`'s case once through its backend, as the test process would (same function,
-    inputs, options and math precision); returns the CallRecord. Shared with the cold-compile timer."""
+    inputs, options and math precision, every autotune candidate judged when `all_choices`); returns the
+    CallRecord."""
+    from . import candidates
     from .cases import GemmCase, build_inputs, case_function
     from .compile import Compiler, run_checked
     from .ops import OPS
@@ -308,7 +312,8 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
     target, flat = (case_function(case.op, case.epilogue, case.dtype), inputs.flat) if fn is None else (fn, inputs.args)
     compiler = job.get("compiler") or Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
     compiler.activate()
-    with math_precision(case.dtype):
+    judged = case.dtype if job.get("all_choices") else None
+    with math_precision(case.dtype), candidates.judging(judged):
         _, record = run_checked(compiler.compile(backend, target, flat, OPS[case.op].weight_positions), flat)
     return record
 
@@ -355,9 +360,12 @@ def worker_main() -> int:
         compiler.dynamic = bool(job.get("dynamic", False))
         compiler.timeout_s = float(job.get("timeout_s") or 0)
         started = time.perf_counter()
-        status, detail = "ok", ""
+        status, detail, judged = "ok", "", []
         try:
-            compile_case({**job, "compiler": compiler}, None)
+            record = compile_case({**job, "compiler": compiler}, None)
+            # The candidates this compile's autotuning judged: the test process's compile is a cache hit
+            # and autotunes nothing, so it takes these (check.py).
+            judged = [c.to_json() for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
         except Unsupported as exc:
             status, detail = "unsupported", exc.reason
         except CompileTimeout as exc:
@@ -365,7 +373,7 @@ def worker_main() -> int:
         except Exception as exc:
             status = "fatal" if _fatal(exc) else "error"
             detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
-        print(json.dumps({"id": job["id"], "status": status, "detail": detail,
+        print(json.dumps({"id": job["id"], "status": status, "detail": detail, "candidates": judged,
                           "compile_s": round(time.perf_counter() - started, 3)}), file=proto)  # fmt: skip
         if status == "fatal":
             return 3  # this process's CUDA context is gone; the pool starts a new worker

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import ahead, backends, differential, oracle, repro
+from . import ahead, backends, candidates, differential, oracle, repro
 from ._compat import hypothesis as hypothesis_compat
 from .cases import case_function
 from .compile import run_checked
-from .errors import CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
-from .failure import failure_report
+from .errors import CandidateMismatch, CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
+from .failure import candidate_report, failure_report
 from .gemm import CheckResult
 from .ops import DTYPES, OPS, dtype_unsupported
 from .precision import describe, math_precision
@@ -94,11 +94,21 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         expected = oracle.reference(fn, flat)
         expected_dtype = eager_out.dtype
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
-    _learn_ahead(session, gemm, backend)
+    learnt = _learn_ahead(session, gemm, backend)
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
-    out, record = run_checked(compiled, flat)
+    # Every autotune candidate of a graph compiled now is judged too, not only the winner (candidates.py).
+    with candidates.judging(case.dtype if session.options.all_choices else None):
+        out, record = run_checked(compiled, flat)
     session.tally.add(gemm.backend, "compile_s", record.compile_s)
+    seen = [c for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
+    from_worker = not seen and bool(learnt and learnt.get("candidates"))
+    if from_worker:  # this compile was a cache hit of a worker's: its autotuning judged them there
+        seen = [candidates.CandidateResult.from_json(d) for d in learnt["candidates"]]
+    checked, wrong, unchecked = candidates.tally(seen)
+    if record.compiled or from_worker:  # counted once, where judged; a reused compile still fails on them below
+        for what, n in (("candidates", checked), ("candidates_wrong", wrong), ("candidates_unchecked", unchecked)):
+            session.tally.add(gemm.backend, what, n)
     verdict = oracle.judge(out, expected, tol, expected_dtype)
     if not verdict.ok:
         ratio = oracle.eager_ratio(target, flat, expected, tol)
@@ -114,6 +124,12 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
                 session, gemm, backend.name, target, flat, weights, (expected, tol, expected_dtype)
             )
         raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype), others))
+    if wrong:
+        # The winner was right: the failure is the losing candidate's, reported as a wrong result (known
+        # failures and shrinking apply). No repro script: the compiled code never runs the candidate.
+        session.tally.add(gemm.backend, "failed")
+        bad = [r for r in seen if r.wrong]
+        raise CandidateMismatch(candidate_report(gemm, bad, seen, record, backend.name))
     session.tally.add(gemm.backend, "verified")
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         session.tally.add(gemm.backend, "fused")
@@ -121,15 +137,16 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
     return CheckResult(out, verdict, record)
 
 
-def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) -> None:
-    """Wait for the compile-ahead worker that has this case (its compile then is a cache hit here). A case
-    that killed that worker is not run in this process: it fails with the worker's reason."""
+def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) -> dict | None:
+    """Wait for the compile-ahead worker that has this case (its compile then is a cache hit here) and return
+    what it learnt. A case that killed that worker is not run in this process: it fails with the reason."""
     pool = session.pool_for(gemm.backend)
     if pool is None or backend.name != gemm.backend or not gemm.use_ahead:
-        return
-    learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **ahead.job_args(backend, session.compiler))
+        return None
+    job = ahead.job_args(backend, session.compiler, session.options.all_choices)
+    learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **job)
     if learnt is None:
-        return
+        return None
     gemm.ahead = learnt.get("status")
     if gemm.ahead == "fatal":
         raise CaseKilledProcess(gemm.backend, learnt.get("detail", "no detail"))
@@ -137,6 +154,7 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) ->
         raise CompileTimeout(f"{learnt.get('detail')} (in the compile-ahead worker)")
     if gemm.ahead == "ok":
         session.tally.add(gemm.backend, "compiled_ahead")
+    return learnt
 
 
 def _reported(session: GemmSession, gemm: Gemm) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from . import isolation
+from . import candidates, isolation
 from ._compat import inductor
 from .backends import Backend
 from .errors import BackendCrashed, CompileTimeout, Unsupported
@@ -69,12 +69,19 @@ class _InductorThrough:
         from torch._inductor.compile_fx import compile_fx
 
         started = time.perf_counter()
-        with inductor.captured_output_code() as codes:
+        # Every autotune candidate is judged while the graph compiles (when check.py asks, for its case's
+        # dtype), on the graph's real inputs where its GEMMs read them (candidates.py).
+        dtype = candidates.judging_dtype()
+        with (
+            inductor.captured_output_code() as codes,
+            candidates.graph_inputs(example_inputs),
+            candidates.watch(dtype, enabled=dtype is not None) as seen,
+        ):
             compiled = compile_fx(gm, example_inputs, config_patches=self.backend.inductor_options())
         code = _graph_code(codes)
         launches = parse_launches(code)
         owners = attribute(launches, self.claimers, prefer=self.backend.name)
-        prov = GraphProvenance(count_gemm_nodes(gm), launches, owners, code)
+        prov = GraphProvenance(count_gemm_nodes(gm), launches, owners, code, tuple(seen))
         record = _recorder.current
         if record is not None:
             record.compiled += 1

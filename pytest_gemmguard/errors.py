@@ -12,6 +12,7 @@ outcome by its type, never by searching a message.
     ├── UserCodeError         the test's own function raised or returned something that is not a tensor
     ├── KnownFailureFixed     a known failure no longer shows, under --gemm-known-strict
     ├── GemmMismatch          the backend's kernel ran and its result was wrong   (also an AssertionError)
+    │   └── CandidateMismatch an autotune candidate that lost was wrong (--gemm-all-choices)
     ├── MeasurementError      a timing no kernel could produce (the timer missed the work): refused
     └── GemmBudgetError       a performance budget broke, or a regression is real (also an AssertionError)
 
@@ -94,6 +95,11 @@ class KnownFailureFixed(GemmguardError):
 
 class GemmMismatch(GemmguardError, AssertionError):
     """A backend's kernel ran and produced a wrong result."""
+
+
+class CandidateMismatch(GemmMismatch):
+    """The winner was right, but another autotune candidate of the case was wrong: it is a wrong result the
+    next GPU or shape may pick, so it is handled as one (known failures, shrinking)."""
 
 
 class MeasurementError(GemmguardError):

@@ -215,7 +215,8 @@ def queue_ahead(session: GemmSession, p: Plan, backend: str, test_id: str) -> No
         p.drawn = [] if p.harvested else _drawn(p.strategy, explore_n, p.run_seed, SHARED)
     from .ahead import job_args
 
-    pool.submit(backend, p.drawn + list(p.explicit), test_id, **job_args(backends.get(backend), session.compiler))
+    job = job_args(backends.get(backend), session.compiler, session.options.all_choices)
+    pool.submit(backend, p.drawn + list(p.explicit), test_id, **job)
 
 
 def _drawn(strategy, n: int, seed: int, shared: dict) -> list[GemmCase]:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .candidates import CandidateResult
     from .compile import CallRecord
     from .differential import Other
     from .gemm import Gemm
@@ -56,4 +57,27 @@ def failure_report(
     kernels = [f"{k} ({b})" for g in record.graphs for k, b in g.owners]
     lines.append(f"  kernels:  {', '.join(kernels) or 'none recorded'}")
     lines.append(f"  repro:    python {repro_path}" if repro_path else "  repro:    not written (see --gemm-repro-dir)")
+    return "\n".join(lines)
+
+
+def candidate_report(
+    gemm: Gemm, wrong: list[CandidateResult], all_seen: list[CandidateResult], record: CallRecord, route: str = ""
+) -> str:
+    """A wrong autotune candidate that lost: the winner was right, so the report is about the candidate."""
+    case = gemm.case
+    via = f" (route {route})" if route and route != gemm.backend else ""
+    checked = sum(r.checked for r in all_seen)
+    lines = [
+        f"gemmguard: {gemm.backend}{via}: {len(wrong)} of {checked} autotune candidates checked produced a wrong "
+        "result; the winner that ran was right (--gemm-all-choices)",
+        f"  case:      {case.describe()}",
+        f"             {case!r}",
+    ]
+    lines += [f"  wrong:     {r.line()}" for r in wrong]
+    kernels = [f"{k} ({b})" for g in record.graphs for k, b in g.owners]
+    lines.append(f"  winner:    {', '.join(kernels) or 'none recorded'}: within tolerance on the case's inputs")
+    lines.append(
+        "  why:       autotuning picks per GPU and shape; where this candidate wins (another GPU, shape or "
+        "Inductor version), the compiled code is wrong"
+    )
     return "\n".join(lines)

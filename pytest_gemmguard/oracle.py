@@ -112,15 +112,10 @@ def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, to
     a, k = args["a"], case.k
     b = args["w"].t() if "w" in args else args["b"]
     with torch.no_grad():
-        y = torch.matmul(a, b)
-        mag = torch.matmul(a.abs(), b.abs())
+        y, e = product_bound(a, b, k, case.dtype)
         store = gemm_out_dtype(case.dtype)
-        acc = LAMBDA_ACC * _eps("float32") * (k**0.5) + ACCUMULATION_EPS.get(case.dtype, 0.0)
-        e = (acc + OPERAND_EPS.get(case.dtype, 0.0)) * mag
         if op_spec.scaled:
-            # Dequantization: exact in float64; the kernel's two float32 multiplies round twice.
-            scale = args["scale_a"] * args["scale_b"]
-            y, e = y * scale, e * scale + 2 * _eps("float32") * (y * scale).abs()
+            y, e = dequantize_bound(y, e, args["scale_a"] * args["scale_b"])
         e = e + _eps(store) * y.abs()
         if op_spec.has_bias:
             y = y + args["bias"]
@@ -140,6 +135,18 @@ def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, to
                 e = e + TRANSCENDENTAL_ULPS * _eps("float32") * torch.maximum(y.abs(), before.abs())
         e = e + torch.finfo(DTYPES[store]).tiny
     return y, e
+
+
+def product_bound(a: torch.Tensor, b: torch.Tensor, k: int, dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """`a @ b` in float64 (upcast operands) and the bound on a correct kernel's error before it stores the
+    product, for a case of `dtype` (the GEMM line of the module docstring). candidates.py shares it."""
+    acc = LAMBDA_ACC * _eps("float32") * (k**0.5) + ACCUMULATION_EPS.get(dtype, 0.0)
+    return torch.matmul(a, b), (acc + OPERAND_EPS.get(dtype, 0.0)) * torch.matmul(a.abs(), b.abs())
+
+
+def dequantize_bound(y: torch.Tensor, e: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dequantization: exact in float64; the kernel's two float32 multiplies round twice."""
+    return y * scale, e * scale + 2 * _eps("float32") * (y * scale).abs()
 
 
 # Operands rounded to the math precision before the products: TF32 keeps 10 mantissa bits. Triton

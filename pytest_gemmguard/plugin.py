@@ -295,7 +295,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for line in _header(config):
             terminalreporter.write_line(line)
     dynamic = bool(state.settings["dynamic"])
-    for line in results_table(_state.selected(config), state.tally, dynamic):
+    all_choices = bool(state.settings["all_choices"])
+    for line in results_table(_state.selected(config), state.tally, dynamic, all_choices):
         terminalreporter.write_line(line)
     if not state.tally.ran_anything():
         terminalreporter.write_line(

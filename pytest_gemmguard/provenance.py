@@ -53,6 +53,9 @@ class GraphProvenance:
     launches: tuple[KernelLaunch, ...]
     owners: tuple[tuple[str, str], ...] = field(default=())  # (kernel name, backend) for GEMM kernels
     code: str = ""
+    # Its autotune candidates, judged while it compiled (candidates.CandidateResult): kept with the graph, so
+    # a call that reuses the compile reports them again and a re-run of a failing example fails the same way.
+    candidates: tuple = ()
 
     def gemm_kernels(self, backend: str) -> list[str]:
         return [k for k, b in self.owners if b == backend]

@@ -7,6 +7,8 @@ from collections import Counter
 from . import backends
 from .tally import Tally
 
+CANDIDATE_COUNTS = ("candidates", "candidates_wrong", "candidates_unchecked")  # check.py's tally keys
+
 
 def capability_matrix(selected: list[str]) -> list[str]:
     """One line per known backend: whether it runs here and, if not, why and how to fix it."""
@@ -29,9 +31,10 @@ def unavailable_fixes() -> list[str]:
     return [f"gemmguard: unavailable here: {', '.join(names)}; fix: {fix}" for fix, names in by_fix.items()]
 
 
-def results_table(selected: list[str], summary: Tally, dynamic: bool) -> list[str]:
+def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choices: bool = False) -> list[str]:
     """Per backend: tests passed / unsupported / failed / unavailable; examples verified; compile time; then
-    tests that ended in their own error (never counted as the backend's failure)."""
+    tests that ended in their own error (never counted as the backend's failure); then the autotune
+    candidates checked besides the winners (--gemm-all-choices)."""
     width = max([9, *(len(n) for n in selected)])
     head = (
         f"{'backend':{width}s} {'passed':>6s} {'unsup.':>6s} {'failed':>6s} {'unavail':>7s} | "
@@ -58,6 +61,15 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool) -> list[st
         f"compiles: {int(c['compiles'])} ({c['compile_s']:.1f} s), calls served by a reused compile: "
         f"{int(c['reused_calls'])}; shapes {'dynamic' if dynamic else 'static'}"
     )
+    if all_choices:
+        for name in selected:
+            checked, wrong, unchecked = (int(summary.counts[(name, w)]) for w in CANDIDATE_COUNTS)
+            lines.append(
+                f"{name}: autotune candidates checked: {checked}, wrong: {wrong}, not checked: {unchecked} "
+                "(--gemm-all-choices; a candidate is checked where its shape is first autotuned)"
+            )
+    else:
+        lines.append("autotune candidates: only the winners were checked (--gemm-all-choices=off)")
     for name in selected:
         ahead = int(summary.counts[(name, "compiled_ahead")])
         if ahead:

@@ -18,6 +18,7 @@ class Options:
     seed: int | None = None
     replay: str | None = None  # "version:blob" from a failure report
     repro_dir: str = "gemmguard-repro"
+    all_choices: bool = True  # check every autotune candidate, not only the winner (candidates.py)
     progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires -v)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
     compile_workers: int | None = None  # compile-ahead processes; None: ahead.auto_workers() for GPU backends

@@ -180,6 +180,10 @@ CORE: tuple[Setting, ...] = (
             flag="--gemm-cache-dir", metavar="DIR"),
     Setting("repro_dir", directory, "gemmguard-repro", "where standalone repro scripts go",
             flag="--gemm-repro-dir", metavar="DIR"),
+    Setting("all_choices", on_off, True, "check every autotune candidate against the oracle, not only the "
+            "winner (on/off; default on): a wrong candidate that lost fails the case, naming it",
+            flag="--gemm-all-choices", ini="gemm_all_choices", env="GEMMGUARD_ALL_CHOICES", table="all_choices",
+            metavar="on|off"),
     Setting("known", text, None, "known-failures TOML: a failure an entry describes is xfail with its link; "
             "an entry whose cases ran and passed is XPASS", flag="--gemm-known", env="GEMMGUARD_KNOWN",
             table="known_failures", metavar="FILE"),

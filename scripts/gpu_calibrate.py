@@ -111,8 +111,10 @@ def main() -> int:
         for col in ("eager-torch", "eager-case", "aten"):
             if col in row:
                 by[(row["dtype"], row["op"])][col].append(row[col])
-    print(f"# {len(rows)} cases in {elapsed:.0f} s on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}, "
-          f"torch {torch.__version__}; max |error|/tolerance: max (p99) [cases over 1]")
+    print(
+        f"# {len(rows)} cases in {elapsed:.0f} s on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}, "
+        f"torch {torch.__version__}; max |error|/tolerance: max (p99) [cases over 1]"
+    )
     print(f"{'dtype':14s} {'op':18s} {'n':>5s}  {'eager-torch':>24s}  {'eager-case':>24s}  {'aten':>24s}")
 
     def cell(values: list) -> str:
@@ -125,12 +127,16 @@ def main() -> int:
     for key in sorted(by):
         cols = by[key]
         n = max(len(v) for v in cols.values())
-        print(f"{key[0]:14s} {key[1]:18s} {n:5d}  {cell(cols['eager-torch']):>24s}  {cell(cols['eager-case']):>24s}  "
-              f"{cell(cols['aten']):>24s}")
+        print(
+            f"{key[0]:14s} {key[1]:18s} {n:5d}  {cell(cols['eager-torch']):>24s}  {cell(cols['eager-case']):>24s}  "
+            f"{cell(cols['aten']):>24s}"
+        )
     over = {c: sum(1 for r in rows if r.get(c, 0) > 1) for c in ("eager-torch", "eager-case", "aten")}
     compiled = sum(1 for r in rows if "aten" in r)
-    print(f"TOTAL cases {len(rows)}, over the bound: eager-torch {over['eager-torch']}, eager-case "
-          f"{over['eager-case']}, aten {over['aten']} of {compiled} compiled; dtypes {sorted(DTYPES)}")
+    print(
+        f"TOTAL cases {len(rows)}, over the bound: eager-torch {over['eager-torch']}, eager-case "
+        f"{over['eager-case']}, aten {over['aten']} of {compiled} compiled; dtypes {sorted(DTYPES)}"
+    )
     return 0
 
 

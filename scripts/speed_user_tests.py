@@ -1,6 +1,6 @@
 """The three-test user file of issue 11's speed measurements (a plain user's first gemmguard file):
 
-    python3 -m pytest scripts/speed_user_tests.py --gemm-backends=triton --gemm-max-examples=10 --gemm-seed=11
+python3 -m pytest scripts/speed_user_tests.py --gemm-backends=triton --gemm-max-examples=10 --gemm-seed=11
 """
 
 import torch

@@ -39,6 +39,7 @@ BAD_FLAGS = {
     "--gemm-bench-only": None,
     "--gemm-no-bench": None,
     "--gemm-cold-compile": ("maybe", "--gemm-cold-compile='maybe': must be 'on' or 'off'"),
+    "--gemm-all-choices": ("maybe", "--gemm-all-choices='maybe': must be 'on' or 'off'"),
     "--gemm-compile-samples": ("0", "--gemm-compile-samples='0': must be an integer >= 1"),
     "--gemm-bench-time": ("0", "--gemm-bench-time=0: must be > 0"),
     "--gemm-cpu-threads": ("-2", "--gemm-cpu-threads=-2: must be an integer >= 1"),
@@ -71,6 +72,7 @@ def test_every_flag_with_a_bad_value_is_one_line_naming_it(pytester, flag):
     [
         ("env", {"GEMMGUARD_BACKENDS": "aten,bogus"}, "environment GEMMGUARD_BACKENDS: unknown backend 'bogus'"),
         ("env", {"GEMMGUARD_ALLOW_UNAVAILABLE": "perhaps"}, "environment GEMMGUARD_ALLOW_UNAVAILABLE='perhaps'"),
+        ("env", {"GEMMGUARD_ALL_CHOICES": "1"}, "environment GEMMGUARD_ALL_CHOICES='1': must be 'on' or 'off'"),
         ("ini", "[pytest]\ngemm_max_examples = 0\n", "ini gemm_max_examples=0: must be an integer >= 1"),
         ("ini", "[pytest]\ngemm_backends = nope\n", "ini gemm_backends: unknown backend 'nope'"),
         ("pyproject", "[tool.gemmguard]\ncompile_samples = 0\n", "[tool.gemmguard] compile_samples=0: must be"),

@@ -296,7 +296,7 @@ def _write_models(tmp_path: Path, monkeypatch) -> None:
     sys.modules.pop("harvest_models", None)
 
 
-BROKEN = '''
+BROKEN = """
 
 class DataDependent(nn.Module):
     def forward(self, x):
@@ -309,7 +309,7 @@ def data_dependent():
 
 def not_a_module():
     return 42
-'''
+"""
 
 
 def test_command_writes_a_stable_sorted_file_atomically_and_keeps_its_mode(tmp_path, monkeypatch, capsys):

@@ -161,7 +161,6 @@ def test_a_compile_past_the_timeout_fails_the_test_at_once(pytester):
     assert __import__("time").perf_counter() - started < 25  # not one stalled compile per example
 
 
-
 def test_a_failure_that_eager_shares_says_so_and_is_counted_apart():
     """Still a failure, never hidden; but a report line and a summary line say the library is wrong too."""
     from pytest_gemmguard import oracle

@@ -110,8 +110,20 @@ def test_an_adapter_fails_loudly_naming_the_version_when_an_internal_moves(monke
         inductor.check()
 
 
+def test_the_adapter_fails_loudly_when_autotuning_s_choice_hook_moves(monkeypatch):
+    """Plant the move for --gemm-all-choices: the algorithm selector's preprocessing hook is gone."""
+    from torch._inductor import select_algorithm
+
+    from pytest_gemmguard._compat import inductor
+
+    monkeypatch.delattr(select_algorithm, "get_algorithm_selector_cache")
+    with pytest.raises(RuntimeError, match=r"moved .*get_algorithm_selector_cache\(\)\.preprocessing_fns"):
+        inductor.check()
+
+
 def test_no_module_outside_the_adapters_touches_a_listed_internal():
-    internals = {"save_output_code", "_hypothesis_internal_add_digest", "_add_stats", "_mode", "CUTLASSCodeCache"}
+    internals = {"save_output_code", "_hypothesis_internal_add_digest", "_add_stats", "_mode", "CUTLASSCodeCache",
+                 "preprocessing_fns", "get_algorithm_selector_cache", "current_node", "graph_input_names"}  # fmt: skip
     offenders = []
     for path in _modules():
         if "_compat" in path.parts:

@@ -6,12 +6,17 @@
 - the CUDA code cache's `compile` classmethod (`CUTLASSCodeCache` or `CUDACodeCache`), wrapped to time nvcc;
 - `torch._functorch.config.enable_autograd_cache`, switched off with Inductor's FX graph cache;
 - `torch._inductor.config` read and written key by key (`get_config_copy`, dotted `setattr`), for isolation.py.
+- autotuning's choices (candidates.py): the algorithm selector's list of preprocessing functions, which
+  sees every `ChoiceCaller` of a selection at lowering time (`V.graph.current_node` is the FX node being
+  lowered), and `ChoiceCaller.benchmark(*inputs, out=...)`, which in-process autotuning calls once per
+  choice with Inductor's example tensors.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 NO_VALID_CHOICES = "NoValidChoicesError"
@@ -32,6 +37,14 @@ def check() -> None:
         missing.append("torch._functorch.config.enable_autograd_cache")
     if not hasattr(torch._inductor.config, "get_config_copy"):
         missing.append("torch._inductor.config.get_config_copy")
+    from torch._inductor import select_algorithm
+
+    if not hasattr(select_algorithm, "get_algorithm_selector_cache") or not hasattr(
+        select_algorithm.get_algorithm_selector_cache(), "preprocessing_fns"
+    ):
+        missing.append("torch._inductor.select_algorithm.get_algorithm_selector_cache().preprocessing_fns")
+    if not hasattr(select_algorithm.ChoiceCaller, "benchmark"):
+        missing.append("torch._inductor.select_algorithm.ChoiceCaller.benchmark")
     try:
         from torch._inductor.exc import NoValidChoicesError
     except ImportError:
@@ -133,3 +146,93 @@ def set_config(key: str, value: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         setattr(config, key, value)
+
+
+# ---------------------------------------------------------------- autotuning's choices (candidates.py)
+
+
+@dataclass(frozen=True)
+class ChoiceFacts:
+    """What a report says about one autotune choice, and how its inputs map to the op's."""
+
+    name: str  # the choice's name: extern_kernels.mm, triton_mm_3, ...
+    description: str  # its template and config, as Inductor describes it
+    kind: str  # "extern", "triton", "subgraph" (inputs in the op's order), or the class name of another kind
+
+
+def choice_facts(choice: Any) -> ChoiceFacts:
+    from torch._inductor.select_algorithm import ExternKernelCaller, TritonTemplateCaller
+
+    if isinstance(choice, ExternKernelCaller):
+        kwargs = ", ".join(f"{k}={v}" for k, v in choice.kwargs.items())
+        return ChoiceFacts(choice.choice.call_name(), f"extern kernel{f' ({kwargs})' if kwargs else ''}", "extern")
+    if isinstance(choice, TritonTemplateCaller):
+        # The name is the template's (triton_mm_persistent_tma_4); the description lists its config.
+        return ChoiceFacts(choice.name, f"Triton template config: {choice.description}", "triton")
+    kind = "subgraph" if type(choice).__name__ == "SubgraphChoiceCaller" else type(choice).__name__
+    return ChoiceFacts(str(getattr(choice, "name", "?")), str(getattr(choice, "description", "") or kind), kind)
+
+
+def lowered_op(node: Any) -> tuple[str, dict[str, Any]]:
+    """The aten op being lowered (`mm`, `addmm`, `_scaled_mm`, ...) and its keyword arguments."""
+    target = getattr(node, "target", None)
+    name = getattr(getattr(target, "_overloadpacket", None), "__name__", None) or str(target)
+    return name, dict(getattr(node, "kwargs", {}) or {})
+
+
+@contextlib.contextmanager
+def watched_choices(on_choices: Callable[[str, dict[str, Any], list[Any]], None]) -> Iterator[None]:
+    """Call `on_choices(op, op_kwargs, choices)` for every autotune selection lowered inside the block, after
+    the preprocessing functions registered before it (so choices another function adds are seen too)."""
+    from torch._inductor.select_algorithm import get_algorithm_selector_cache
+    from torch._inductor.virtualized import V
+
+    def see(choices: list[Any]) -> list[Any]:
+        op, kwargs = lowered_op(V.graph.current_node)
+        on_choices(op, kwargs, list(choices))
+        return choices
+
+    fns = get_algorithm_selector_cache().preprocessing_fns
+    fns.append(see)
+    try:
+        yield
+    finally:
+        if see in fns:
+            fns.remove(see)
+
+
+def graph_input_views(choice: Any) -> list[tuple[int, tuple, tuple, int] | None]:
+    """For each input of `choice` (at lowering time): (position among the graph's inputs, size, stride,
+    storage offset) where it reads a graph input directly or through a view; None where it reads anything
+    else (an intermediate buffer, a constant, a prepacked weight)."""
+    from torch._inductor.virtualized import V
+
+    graph = V.graph
+    names = list(getattr(graph, "graph_input_names", ()))
+    views: list[tuple[int, tuple, tuple, int] | None] = []
+    for node in getattr(choice, "input_nodes", ()):
+        try:
+            name = node.get_name()
+            layout = node.get_layout()
+            # torch 2.13 calls a size's concrete value an optimization hint; 2.11 a size hint.
+            hint = getattr(graph.sizevars, "optimization_hint", None) or graph.sizevars.size_hint
+            size, stride = (tuple(int(hint(x)) for x in xs) for xs in (layout.size, layout.stride))
+            views.append((names.index(name), size, stride, int(hint(layout.offset))))
+        except Exception:  # not a graph input, or a layout without concrete sizes: Inductor's values stay
+            views.append(None)
+    return views
+
+
+def on_benchmark(choice: Any, before: Callable[[tuple], Any], after: Callable[[tuple, Any, float, Any], None]) -> None:
+    """Around each in-process benchmark of `choice`: `token = before(inputs)`, the benchmark, then
+    `after(inputs, out, timing, token)` (an instance attribute over the class's method: only this choice
+    object, which lives as long as its selection)."""
+    original = choice.benchmark
+
+    def benchmark(*args: Any, out: Any) -> Any:
+        token = before(args)
+        timing = original(*args, out=out)
+        after(args, out, timing, token)
+        return timing
+
+    choice.benchmark = benchmark

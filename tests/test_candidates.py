@@ -1,0 +1,184 @@
+"""Every autotune candidate is checked, not only the winner (--gemm-all-choices), through real Inductor
+compiles on the CPU.
+
+ATen alone offers Inductor one choice on the CPU, so nothing is autotuned; the plant (a test-only
+preprocessing function in the conftest) appends a second extern choice that reports itself slow, so
+autotuning runs and the real ATen kernel wins. A wrong planted candidate must fail the case by name while the winner is
+right; with --gemm-all-choices=off the same run passes (the plant really lost autotuning); a right planted
+candidate passes and is counted.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+
+from pytest_gemmguard import candidates, oracle
+
+PLANT = """
+import torch
+from torch._inductor import select_algorithm
+
+SKEW = {skew}  # the planted kernel's relative error (0: a right GEMM)
+NAME = "gemmguard_test_slow_mm_{tag}"
+SEEN = []  # the inputs the planted kernel was benchmarked on
+
+
+def slow_mm(a, b, out):
+    SEEN.append((a.clone(), b.clone()))
+    torch.mm(a, b, out=out)
+    out.mul_(1 + SKEW)
+
+
+CHOICE = select_algorithm.ExternKernelChoice.lookup(NAME) or select_algorithm.ExternKernelChoice(slow_mm, name=NAME)
+
+
+def plant(choices):
+    nodes = choices[0].input_nodes if choices else ()
+    if len(nodes) == 2 and all(len(n.get_size()) == 2 for n in nodes):  # mm only
+        caller = CHOICE.bind(nodes, choices[0].layout)
+        measured = caller.benchmark
+        # It reports itself a second slower than it ran, so it loses autotuning whatever the load (a sleep in the
+        # kernel did not: on a loaded 2-core machine ATen's tiny mm once timed at 16 ms and lost to it).
+        caller.benchmark = lambda *args, out: measured(*args, out=out) + 1000.0
+        return [*choices, caller]
+    return choices
+
+
+select_algorithm.add_preprocessing_fn(plant)
+
+
+def pytest_unconfigure(config):
+    # pytester runs share this process: the plant must not outlive its session.
+    select_algorithm.get_algorithm_selector_cache().preprocessing_fns.remove(plant)
+"""
+
+MM_TEST = """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], layouts=["contiguous"], shapes=[(8, 16, 32)],
+           max_examples=1)
+def test_mm(gemm):
+    gemm.check()
+"""
+
+RUN = ("--gemm-backends=aten", "--gemm-seed=1", "-p", "no:cacheprovider")
+
+
+def test_a_wrong_candidate_that_loses_autotuning_fails_the_case_by_name(pytester):
+    pytester.makeconftest(PLANT.format(skew=0.01, tag="wrong"))
+    pytester.makepyfile(MM_TEST)
+    result = pytester.runpytest_inprocess(*RUN)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "aten: 1 of 2 autotune candidates checked produced a wrong result; the winner that ran was right" in out
+    wrong = next(line for line in out.splitlines() if "wrong:     " in line)
+    assert "extern_kernels.gemmguard_test_slow_mm_wrong" in wrong and "WRONG" in wrong, wrong
+    assert "x tolerance" in wrong and "(case inputs)" in wrong, wrong
+    assert "winner:    mm (aten): within tolerance" in out
+    assert "aten: autotune candidates checked: 2, wrong: 1, not checked: 0" in out
+
+
+def test_with_all_choices_off_the_same_run_passes(pytester):
+    """The wrong plant lost autotuning: only the candidate check could see it."""
+    pytester.makeconftest(PLANT.format(skew=0.01, tag="wrong"))
+    pytester.makepyfile(MM_TEST)
+    result = pytester.runpytest_inprocess(*RUN, "--gemm-all-choices=off")
+    result.assert_outcomes(passed=1)
+    assert "autotune candidates: only the winners were checked (--gemm-all-choices=off)" in result.stdout.str()
+
+
+def test_a_right_extra_candidate_passes_and_is_counted(pytester):
+    pytester.makeconftest(PLANT.format(skew=0.0, tag="right"))
+    pytester.makepyfile(MM_TEST)
+    result = pytester.runpytest_inprocess(*RUN)
+    result.assert_outcomes(passed=1)
+    assert "aten: autotune candidates checked: 2, wrong: 0, not checked: 0" in result.stdout.str()
+
+
+@pytest.fixture
+def planted(tmp_path, monkeypatch):
+    """The plant, in this process: a wrong slow candidate for every mm selection."""
+    import importlib.util
+
+    # A name of its own per use: Inductor keeps every extern choice it ever made, by name, for the process.
+    tag = f"api_{tmp_path.name}"
+    path = tmp_path / "plant_wrong.py"
+    path.write_text(PLANT.format(skew=0.01, tag=tag))
+    spec = importlib.util.spec_from_file_location("plant_wrong", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        yield module
+    finally:
+        module.pytest_unconfigure(None)
+
+
+def test_the_api_checks_each_candidate_on_the_case_inputs_and_round_trips_as_json(planted, tmp_path):
+    """What a compile-ahead worker calls around its own compile, and sends back as JSON."""
+    from pytest_gemmguard import backends
+    from pytest_gemmguard.compile import Compiler, run_checked
+
+    torch.manual_seed(0)
+    a, b = torch.randn(8, 32), torch.randn(32, 16)
+    compiler = Compiler(cache_dir=str(tmp_path / "cache"))
+    try:
+        compiled = compiler.compile(backends.get("aten"), lambda x, y: x @ y, (a, b))
+        with candidates.watch("float32") as seen:
+            out, _ = run_checked(compiled, (a, b))
+    finally:
+        compiler.deactivate()
+    assert torch.allclose(out, a @ b)
+    by_name = {r.name: r for r in seen}
+    plant = f"extern_kernels.{planted.NAME}"
+    assert set(by_name) == {"extern_kernels.mm", plant}, seen
+    assert not by_name["extern_kernels.mm"].wrong and by_name[plant].wrong
+    assert all(r.inputs == "case" for r in seen), seen
+    bench_a, bench_b = planted.SEEN[0]  # the planted candidate ran on the case's own values
+    assert torch.equal(bench_a, a) and torch.equal(bench_b, b)
+    assert candidates.tally(seen) == (2, 1, 0)
+    again = [candidates.CandidateResult.from_json(json.loads(json.dumps(r.to_json()))) for r in seen]
+    assert again == seen and again[0].line() == seen[0].line()
+
+
+def test_the_addmm_reference_applies_alpha_beta_and_a_broadcast_bias():
+    bias, a, b = torch.randn(16), torch.randn(8, 32), torch.randn(32, 16)
+    y, tol = candidates._reference("addmm", {"alpha": 2.0, "beta": 0.5}, (bias, a, b), "float32", torch.float32)
+    exact = torch.addmm(bias.double(), a.double(), b.double(), alpha=2.0, beta=0.5)
+    assert torch.allclose(y, exact) and bool((tol > 0).all())
+    right = torch.addmm(bias, a, b, alpha=2.0, beta=0.5)
+    assert oracle.judge(right, y, tol, torch.float32).ok
+    assert not oracle.judge(torch.addmm(bias, a, b), y, tol, torch.float32).ok  # alpha/beta dropped: wrong
+
+
+def test_a_result_that_could_not_be_checked_says_why_and_round_trips():
+    result = candidates.CandidateResult("cpp_CppMicroGemm_0", "CppTemplateCaller", "mm", None, "prepacked weight")
+    assert not result.checked and not result.wrong and "not checked: prepacked weight" in result.line()
+    assert candidates.CandidateResult.from_json(result.to_json()) == result
+    inf = oracle.Verdict(False, math.inf, math.inf, oracle.Mismatch("shape", detail="shape (2,), expected (3,)"))
+    shaped = candidates.CandidateResult("x", "y", "mm", inf, inputs="random")
+    # NaN fields (a shape mismatch has no worst element) never compare equal: compare the JSON text.
+    again = candidates.CandidateResult.from_json(json.loads(json.dumps(shaped.to_json())))
+    assert json.dumps(again.to_json()) == json.dumps(shaped.to_json()) and again.wrong and "shape (2,)" in again.line()
+
+
+def test_a_call_that_reuses_the_compile_fails_on_its_wrong_candidate_again(planted, tmp_path):
+    """Hypothesis re-runs a failing example, and the re-run hits Dynamo's cache (nothing is autotuned): the
+    candidates judged when the graph compiled stay with it, so the re-run fails the same way, not flakily."""
+    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.errors import CandidateMismatch
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.session import GemmSession, Options
+
+    compiler = Compiler(cache_dir=str(tmp_path / "cache"))
+    session = GemmSession(compiler, Options(repro_dir=str(tmp_path / "repro")))
+    try:
+        for seed in (1, 2):  # other values, same shape: the second call reuses the first compile
+            with pytest.raises(CandidateMismatch, match=planted.NAME):
+                Gemm(GemmCase("mm", 8, 16, 32, seed=seed), "aten", session).check()
+    finally:
+        compiler.deactivate()
+    assert compiler.stats["compiles"] == 1 and compiler.stats["reused_calls"] == 1
+    assert session.tally.counts[("aten", "candidates")] == 2  # counted once, where they were judged
