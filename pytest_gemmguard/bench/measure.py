@@ -187,6 +187,11 @@ def _time_believably(
 
     if tflops(timing) <= IMPOSSIBLE_FRACTION_OF_PEAK * peak:
         return timing, ""
+    # A peak measured while the machine was busy is too low (on the 2-core CPU with one core kept busy, the
+    # library's 512^3 mm took 6.7 ms instead of 2.7 ms): measure it again, now, before blaming the timer.
+    peak = ctx.peak_tflops(device, case.dtype, remeasure=True)
+    if tflops(timing) <= IMPOSSIBLE_FRACTION_OF_PEAK * peak:
+        return timing, ""
     first = f"{timing.method} timing gave {tflops(timing):.4g} TFLOP/s, {tflops(timing) / peak:.1f}x this run's peak"
     if timing.method == "cuda-graph":
         retimed = _time(ctx, compiled, flat, target, device, instrument, replace(opts, cuda_graph=False))
