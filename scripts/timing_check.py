@@ -471,6 +471,7 @@ def main() -> int:
     ap.add_argument("--peak-backends", default="aten", help="compiled kernels to put against the peak")
     ap.add_argument("--deadline", type=float, default=None, help="seconds after start: start no new work")
     ap.add_argument("--mixed", action="store_true", help="mixed plants without CUDA graphs: tests the logic on a CPU")
+    ap.add_argument("--dtype", default=None, help="default: the fixture's (bfloat16 where native)")
     ap.add_argument("--cpu-threads", type=int, default=None, help="torch threads while timing on the CPU")
     args = ap.parse_args()
     THRESHOLDS[:] = [float(t) for t in args.thresholds.split(",") if t]
@@ -484,7 +485,7 @@ def main() -> int:
     if args.cpu_threads:  # for the whole run: Dynamo guards on the thread count
         torch.set_num_threads(args.cpu_threads)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = fixture.default_dtype(device)
+    dtype = args.dtype or fixture.default_dtype(device)
     deadline = STARTED + (args.deadline if args.deadline else 1e9)
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "timing_check.jsonl"), "w")
