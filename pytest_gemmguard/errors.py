@@ -14,7 +14,9 @@ outcome by its type, never by searching a message.
     ├── GemmMismatch          the backend's kernel ran and its result was wrong   (also an AssertionError)
     │   └── CandidateMismatch an autotune candidate that lost was wrong (--gemm-all-choices)
     ├── MeasurementError      a timing no kernel could produce (the timer missed the work): refused
-    └── GemmBudgetError       a performance budget broke, or a regression is real (also an AssertionError)
+    ├── GemmBudgetError       a performance budget broke, or a regression is real (also an AssertionError)
+    └── GemmInconclusive      the benchmark's noise hid its threshold, under --gemm-inconclusive=fail: not a
+                              regression, but no pass either (also an AssertionError)
 
 Torch-free: the pytest plugins import this at load.
 """
@@ -113,3 +115,8 @@ class KnownFailureXPass(UserWarning):
 
 class GemmBudgetError(GemmguardError, AssertionError):
     """A budget was broken or a regression is real; the message holds the numbers."""
+
+
+class GemmInconclusive(GemmguardError, AssertionError):
+    """A runtime comparison too noisy to tell a slowdown of its threshold from none (issue 13): reported as
+    inconclusive with the noise and the smallest detectable change, never as a regression."""

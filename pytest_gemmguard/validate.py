@@ -133,6 +133,13 @@ def text(value: Any) -> str:
     return str(value)
 
 
+def fail_or_warn(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("fail", "warn"):
+        raise ValueError("must be 'fail' or 'warn'")
+    return text
+
+
 # ---------------------------------------------------------------- settings
 
 
@@ -217,6 +224,12 @@ BENCH: tuple[Setting, ...] = (
     Setting("min_samples", positive_int, 10, "runtime samples per measurement (>= 10)", table="min_samples"),
     Setting("verify", flag, True, "check each benchmarked case with the oracle first", table="verify"),
     Setting("reference", flag, True, "time eager ATen side by side as the in-run reference", table="reference"),
+    # Default fail: a gate that cannot tell must not go green; the test fails as inconclusive (its own
+    # column and error), never as a regression. warn: the test passes with a warning and the column.
+    Setting("inconclusive", fail_or_warn, "fail", "a runtime comparison whose noise hides the threshold "
+            "(verdict inconclusive): fail the test, as inconclusive, not as a regression (default), or warn",
+            flag="--gemm-inconclusive", ini="gemm_inconclusive", env="GEMMGUARD_INCONCLUSIVE", table="inconclusive",
+            metavar="fail|warn"),
     Setting("report_json", writable_file, None, "write the benchmark JSON report here", flag="--gemm-report-json",
             metavar="PATH"),
     Setting("report_md", writable_file, None, "write the benchmark Markdown summary here ($GITHUB_STEP_SUMMARY is "

@@ -20,16 +20,19 @@ Per square shape, `mm` compiled through the `aten` backend with gemmguard's own 
   true size of each plant: the planted and the unplanted callable timed side by side in one loop (the
      unplanted one as time_callable's reference, so both by the same method), `--true-reps` times with no CI
      stop, i.e. to the sample or time cap; the median of the ratios is the plant's true size.
-  verdicts: `--rounds` rounds, each one gemmguard measurement (eager torch.mm as the in-run reference, the
-     method of the first measurement forced for all) of the unplanted callable and of every plant, in a
-     rotating order. A/A: every ordered pair of distinct unplanted measurements through `stats.compare`
-     (reference-normalised ratio of medians beyond the threshold AND one-sided Mann-Whitney at alpha=0.01);
-     detection: every planted measurement against every unplanted one. Rates at thresholds 1%, 2%, 5%.
+  verdicts: `--rounds` rounds, each one gemmguard measurement (eager torch.mm as the in-run reference, timed
+     interleaved with it in pairs, the method of the first measurement forced for all, sampling past
+     --max-time up to 3x while the noise is above what a --noise-threshold verdict needs) of the unplanted
+     callable and of every plant, in a rotating order. A/A: every ordered pair of distinct unplanted
+     measurements through the fixture's three-way rule (verdict.judge: ratio of median paired ratios beyond
+     the threshold AND significant at alpha=0.01 given both runs' noise; inconclusive when that noise hides
+     the threshold); detection: every planted measurement against every unplanted one. Rates at thresholds
+     1%, 2%, 5%; inconclusive comparisons are counted apart (neither alarms nor detections).
      Pairs share measurements, so they are not independent trials: the rates are exact for these
      measurements, their uncertainty is that of `rounds` independent ones.
 
 --peak: the denominator of % of peak as the fixture measures it (BenchContext.peak_tflops, twice, to see its
-repeatability) with the per-shape detail of timing.library_peak, the old way (one 8192^3 GEMM, events) for
+repeatability) with the per-shape detail of peak.library_peak, the old way (one 8192^3 GEMM, events) for
 comparison, and the compiled 4096^3 mm of each --peak-backends timed like the fixture times it, with its %
 of peak and whether the fixture would warn that it beat the peak.
 
@@ -55,7 +58,7 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 STARTED = time.monotonic()
-THRESHOLDS = (0.01, 0.02, 0.05)
+THRESHOLDS = [0.01, 0.02, 0.05]  # --thresholds replaces them (the CPU gate uses 20%)
 TARGETS = (0.01, 0.02, 0.03, 0.05)  # plant sizes aimed at; the measured size is what gets reported
 ALPHA = 0.01
 RELIABLE = 0.95  # "detected reliably": at least this share of comparisons
@@ -151,7 +154,7 @@ def true_size(rig: ShapeRig, plant: Plant, opts: Any, reps: int) -> dict:
     ratios = []
     for _ in range(reps):
         t = time_callable(rig.planted(plant), rig.device, rig.hot, opts)
-        ratios.append(t.summary.median / t.ref_summary.median)
+        ratios.append(t.estimate.value)  # the median paired ratio: planted and unplanted timed interleaved
     # method: "cuda-graph" proves the mixed plant was captured (else its samples would be bimodal)
     return {"ratio": st.median(ratios), "min": min(ratios), "max": max(ratios), "n": t.summary.n, "method": t.method}
 
@@ -207,32 +210,43 @@ def agreement(rig: ShapeRig, args: Any) -> dict:
     }
 
 
-def _verdicts(current: Any, baseline: Any) -> tuple[float, dict[float, bool]]:
-    """The fixture's verdict (stats.compare) at every threshold; Mann-Whitney runs once per pair."""
-    from pytest_gemmguard.bench import stats
+def _verdicts(current: Any, baseline: Any) -> tuple[float, dict[float, str]]:
+    """The fixture's three-way verdict (verdict.judge on the median paired ratios) at every threshold."""
+    from pytest_gemmguard.bench import verdict
 
-    c = stats.compare(
-        current.samples, baseline.samples, 0.0, ALPHA, current.ref_summary.median, baseline.ref_summary.median
-    )
-    return c.ratio, {th: dataclasses.replace(c, threshold=th).regression for th in THRESHOLDS}
+    v = verdict.judge(current.estimate, baseline.estimate, 0.0, ALPHA)
+    return v.ratio, {th: dataclasses.replace(v, threshold=th).verdict for th in THRESHOLDS}
 
 
 def _rates(pairs: list[tuple[Any, Any]]) -> dict:
     hits = dict.fromkeys(THRESHOLDS, 0)
+    unclear = dict.fromkeys(THRESHOLDS, 0)
     ratios = []
     for cur, base in pairs:
         ratio, verdict = _verdicts(cur, base)
         ratios.append(ratio)
         for th in THRESHOLDS:
-            hits[th] += verdict[th]
+            hits[th] += verdict[th] == "regression"
+            unclear[th] += verdict[th] == "inconclusive"
     n = len(pairs)
     return {
         "comparisons": n,
         "hits": {f"{th:.0%}": hits[th] for th in THRESHOLDS},
+        "inconclusive": {f"{th:.0%}": unclear[th] for th in THRESHOLDS},
         "rate": {f"{th:.0%}": hits[th] / n if n else None for th in THRESHOLDS},
         "median_ratio": st.median(ratios) if ratios else None,
         "max_ratio": max(ratios) if ratios else None,
         "ratio_cv_pct": 100 * st.pstdev(ratios) / st.mean(ratios) if len(ratios) > 1 else None,
+    }
+
+
+def _noise(measured: list[Any]) -> dict:
+    """The noise of single measurements (log half-width of the median paired ratio's 95% interval)."""
+    noise = [t.estimate.noise for t in measured]
+    return {
+        "median_pct": 100 * st.median(noise),
+        "max_pct": 100 * max(noise),
+        "pairs": st.median(t.estimate.n for t in measured),
     }
 
 
@@ -269,6 +283,7 @@ def check_shape(shape: int, dtype: str, device: str, opts: Any, args: Any, compi
         row["rounds"] = rounds
         unplanted = measured["A"]
         row["aa"] = _rates([(x, y) for x, y in itertools.permutations(unplanted, 2)])
+        row["noise"] = _noise(unplanted)
         row["planted"] = []
         for p in plants:
             rates = _rates([(x, y) for x in measured[p.label] for y in unplanted])
@@ -294,7 +309,8 @@ def peak_check(device: str, dtype: str) -> tuple[dict, Any]:
     import torch
 
     from pytest_gemmguard.bench.context import BenchContext, Settings
-    from pytest_gemmguard.bench.timing import TimingOptions, library_peak, time_callable
+    from pytest_gemmguard.bench.peak import library_peak
+    from pytest_gemmguard.bench.timing import TimingOptions, time_callable
     from pytest_gemmguard.ops import DTYPES
 
     settings = Settings()  # the plugin's default timing options
@@ -361,6 +377,10 @@ def peak_kernels(peak: dict, ctx: Any, device: str, dtype: str, names: list[str]
         torch._dynamo.reset()
 
 
+def _ths() -> str:
+    return "/".join(f"{th:.0%}" for th in THRESHOLDS)
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
@@ -388,10 +408,14 @@ def print_tables(fp: dict, dtype: str, args: Any, peak: dict | None, rows: list[
     if not rows:
         return
     print(
-        f"\nverdict: ratio to in-run reference > threshold AND one-sided Mann-Whitney p < {ALPHA}; "
-        f"rel_ci {args.rel_ci}, {args.max_time} s cap per measurement"
+        f"\nverdict: median paired ratio to the in-run reference > threshold AND significant (alpha {ALPHA}) given "
+        f"both runs' noise, else inconclusive if the noise hides the threshold; rel_ci {args.rel_ci}, "
+        f"{args.max_time} s per measurement (up to 3x while too noisy for {args.noise_threshold:.0%})"
     )
-    print("shape  method       median us  ±CI%  rounds  A/A false alarms @1/2/5%        A/A ratio CV%  worst A/A")
+    print(
+        f"shape  method       median us  ±CI%  rounds  A/A false alarms @{_ths()}        A/A ratio CV%  worst A/A"
+        f"  noise med/max %  A/A inconclusive @{_ths()}"
+    )
     for r in rows:
         if "aa" not in r:
             print(f"{r['shape']:5d}  skipped: {r.get('skipped')}")
@@ -405,10 +429,13 @@ def print_tables(fp: dict, dtype: str, args: Any, peak: dict | None, rows: list[
         )
         print(
             f"{r['shape']:5d}  {r['method']:11s} {r['median_us']:10.2f}  {r['ci_pct']:4.2f}  {r['rounds']:6d}"
-            f"  {cells:30s}  {aa['ratio_cv_pct'] or 0:12.2f}  {aa['max_ratio']:.4f}{agree}"
+            f"  {cells:30s}  {aa['ratio_cv_pct'] or 0:12.2f}  {aa['max_ratio']:.4f}"
+            f"  {r['noise']['median_pct']:6.2f}/{r['noise']['max_pct']:<6.2f}  "
+            + "  ".join(f"{aa['inconclusive'][k]}/{aa['comparisons']}" for k in aa["inconclusive"])
+            + agree
         )
     print("\nplanted (K padded by zeros): true size = planted/unplanted side by side; detected = share of comparisons")
-    print("shape  plant          true size (min..max)       measured  detected @1%   @2%    @5%")
+    print(f"shape  plant          true size (min..max)       measured  detected @{_ths()}   inconclusive @{_ths()}")
     for r in rows:
         for p in r.get("planted", []):
             t = p["true"]
@@ -416,7 +443,10 @@ def print_tables(fp: dict, dtype: str, args: Any, peak: dict | None, rows: list[
             spread = f"({_pct(t['min'] - 1)}..{_pct(t['max'] - 1)})"
             print(
                 f"{r['shape']:5d}  {p['plant']:13s} {_pct(t['ratio'] - 1):>7s} {spread:18s}"
-                f"  {_pct(p['median_ratio'] - 1):>10s}  {rate['1%']:8.2f}  {rate['2%']:5.2f}  {rate['5%']:5.2f}"
+                f"  {_pct(p['median_ratio'] - 1):>10s}  "
+                + "  ".join(f"{rate[k]:5.2f}" for k in rate)
+                + "   "
+                + "/".join(str(p["inconclusive"][k]) for k in p["inconclusive"])
             )
         if "smallest_reliable" in r:
             sr = "  ".join(f"@{k}: {_pct(v)}" for k, v in r["smallest_reliable"].items())
@@ -432,6 +462,8 @@ def main() -> int:
     ap.add_argument("--aa-reruns", type=int, default=None, help="accepted for old command lines; see --rounds")
     ap.add_argument("--max-time", type=float, default=0.2, help="time cap per verdict measurement (s)")
     ap.add_argument("--rel-ci", type=float, default=0.002, help="CI stop of verdict measurements (plugin: rel_ci)")
+    ap.add_argument("--thresholds", default="0.01,0.02,0.05", help="verdict thresholds the rates are given at")
+    ap.add_argument("--noise-threshold", type=float, default=0.02, help="sample on while too noisy for this threshold")
     ap.add_argument("--true-time", type=float, default=0.4, help="time cap per true-size measurement (s)")
     ap.add_argument("--true-reps", type=int, default=3)
     ap.add_argument("--no-agreement", dest="agreement", action="store_false", help="skip the do_bench comparison")
@@ -439,8 +471,10 @@ def main() -> int:
     ap.add_argument("--peak-backends", default="aten", help="compiled kernels to put against the peak")
     ap.add_argument("--deadline", type=float, default=None, help="seconds after start: start no new work")
     ap.add_argument("--mixed", action="store_true", help="mixed plants without CUDA graphs: tests the logic on a CPU")
+    ap.add_argument("--dtype", default=None, help="default: the fixture's (bfloat16 where native)")
     ap.add_argument("--cpu-threads", type=int, default=None, help="torch threads while timing on the CPU")
     args = ap.parse_args()
+    THRESHOLDS[:] = [float(t) for t in args.thresholds.split(",") if t]
 
     import torch
 
@@ -451,7 +485,7 @@ def main() -> int:
     if args.cpu_threads:  # for the whole run: Dynamo guards on the thread count
         torch.set_num_threads(args.cpu_threads)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = fixture.default_dtype(device)
+    dtype = args.dtype or fixture.default_dtype(device)
     deadline = STARTED + (args.deadline if args.deadline else 1e9)
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "timing_check.jsonl"), "w")
@@ -460,7 +494,15 @@ def main() -> int:
     log.write(json.dumps({"fingerprint": fp, "date": when, "argv": sys.argv}) + "\n")
     compiler = Compiler()
     compiler.activate()
-    opts = TimingOptions(max_time_s=args.max_time, rel_ci=args.rel_ci, cuda_graph="auto", cpu_threads=args.cpu_threads)
+    from pytest_gemmguard.bench.verdict import noise_target
+
+    opts = TimingOptions(
+        max_time_s=args.max_time,
+        rel_ci=args.rel_ci,
+        cuda_graph="auto",
+        cpu_threads=args.cpu_threads,
+        noise_target=noise_target(args.noise_threshold, ALPHA) if args.noise_threshold > 0 else None,
+    )
     peak_backends = [b for b in args.peak_backends.split(",") if b]
     peak, ctx = None, None
     if args.peak:  # the library peak and aten first (cheap); slow-compiling backends after the shapes

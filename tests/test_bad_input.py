@@ -43,6 +43,7 @@ BAD_FLAGS = {
     "--gemm-compile-samples": ("0", "--gemm-compile-samples='0': must be an integer >= 1"),
     "--gemm-bench-time": ("0", "--gemm-bench-time=0: must be > 0"),
     "--gemm-cpu-threads": ("-2", "--gemm-cpu-threads=-2: must be an integer >= 1"),
+    "--gemm-inconclusive": ("maybe", "--gemm-inconclusive='maybe': must be 'fail' or 'warn'"),
     "--gemm-report-json": ("/proc/r.json", "--gemm-report-json='/proc/r.json': cannot be written"),
     "--gemm-report-md": ("/etc", "--gemm-report-md='/etc': cannot be written: /etc is a directory"),
     "--gemm-plots": ("/proc/p", "--gemm-plots='/proc/p': cannot be used as a directory"),
@@ -78,6 +79,9 @@ def test_every_flag_with_a_bad_value_is_one_line_naming_it(pytester, flag):
         ("pyproject", "[tool.gemmguard]\ncompile_samples = 0\n", "[tool.gemmguard] compile_samples=0: must be"),
         ("pyproject", "[tool.gemmguard]\nmin_samples = 3\n", "[tool.gemmguard] min_samples=3: must be >= 5"),
         ("pyproject", "[tool.gemmguard]\ncold_compile = 'sometimes'\n", "[tool.gemmguard] cold_compile='sometimes'"),
+        ("env", {"GEMMGUARD_INCONCLUSIVE": "pass"}, "environment GEMMGUARD_INCONCLUSIVE='pass': must be 'fail' or"),
+        ("ini", "[pytest]\ngemm_inconclusive = ok\n", "ini gemm_inconclusive='ok': must be 'fail' or 'warn'"),
+        ("pyproject", "[tool.gemmguard]\ninconclusive = 'ignore'\n", "[tool.gemmguard] inconclusive='ignore'"),
     ],
 )
 def test_env_ini_and_pyproject_values_are_checked_by_the_same_path(pytester, monkeypatch, where, setup, message):

@@ -60,16 +60,20 @@ def test_fingerprint_names_the_machine_and_versions():
     json.dumps(fp)
 
 
-def test_version_1_baselines_are_read_and_merged_other_versions_refused_in_one_line(tmp_path):
+def test_older_baselines_are_read_and_merged_other_versions_refused_in_one_line(tmp_path):
     path = tmp_path / "base.json"
     old = {"format": "gemmguard-baseline", "version": 1, "fingerprint": HERE, "entries": {"old": ENTRY}}
     path.write_text(json.dumps(old))
     assert baseline.load(str(path), HERE).entries == {"old": ENTRY}  # one cold compile each: untested
     assert baseline.save(str(path), HERE, {"new": {**ENTRY, "cold_compile_samples": [1.0] * 5}}) == 2
     doc = json.loads(path.read_text())
-    assert doc["version"] == baseline.VERSION == 2 and set(doc["entries"]) == {"old", "new"}
+    assert doc["version"] == baseline.VERSION == 3 and set(doc["entries"]) == {"old", "new"}
+    # Version 2 (before paired ratios, issue 13): read, and judged through its reference median.
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps({**old, "version": 2}))
+    assert baseline.load(str(two), HERE).entries == {"old": ENTRY}
     future = tmp_path / "future.json"
-    future.write_text(json.dumps({**old, "version": 3}))
+    future.write_text(json.dumps({**old, "version": 4}))
     with pytest.raises(BaselineError) as info:
         baseline.load(str(future), HERE)
-    assert "\n" not in str(info.value) and "has version 3; this gemmguard reads versions 1, 2" in str(info.value)
+    assert "\n" not in str(info.value) and "has version 4; this gemmguard reads versions 1, 2, 3" in str(info.value)

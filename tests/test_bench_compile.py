@@ -128,7 +128,7 @@ def test_repeated_cold_compiles_aa_passes_and_planted_slowdown_fails(plant_dir, 
     entry = _entry(base)
     assert len(entry["cold_compile_samples"]) == 5 and len(entry["warm_compile_samples"]) == 5
     assert entry["cold_compile_s"] == pytest.approx(sorted(entry["cold_compile_samples"])[2], abs=1e-3)
-    assert json.loads(open(base).read())["version"] == 2
+    assert json.loads(open(base).read())["version"] == 3  # the samples since version 2, paired ratios since 3
 
     # A/A: the same compile again, 5 fresh samples against 5: tested for significance, and passes.
     again = plant_dir.runpytest_inprocess(*common, f"--gemm-baseline={base}", f"--gemm-report-json={report}")

@@ -98,7 +98,7 @@ def test_aa_passes_and_planted_2x_slowdown_fails(bench_dir, monkeypatch):
     slow = bench_dir.runpytest_inprocess(*COMMON, f"--gemm-baseline={base}", f"--gemm-save-baseline={base}")
     slow.assert_outcomes(passed=1, failed=1)
     text = slow.stdout.str()
-    assert "runtime regression +" in text and "threshold +20%" in text and "Mann-Whitney" in text
+    assert "runtime regression +" in text and "threshold +20%" in text and "smallest detectable" in text
     assert "baseline" in text and "over budget not saved" in text
     assert json.loads(open(base).read())["entries"] == saved["entries"]  # the regression was not saved
 

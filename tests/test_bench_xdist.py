@@ -62,7 +62,7 @@ def test_save_and_compare_baselines_with_two_workers(pytester, monkeypatch):
     slow.assert_outcomes(passed=2, failed=1)
     text = slow.stdout.str()
     assert "FAILED test_bench.py::test_a[aten]" in text and "runtime regression +" in text
-    assert "threshold +50%" in text and "Mann-Whitney" in text
+    assert "threshold +50%" in text and "smallest detectable" in text
     assert "saved 1 measurements to baseline" in text and "1 over budget not saved" in text
     after = json.loads(base.read_text())
     assert _entry(after, "test_a") == _entry(doc, "test_a")  # the regression did not replace its baseline

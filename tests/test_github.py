@@ -346,3 +346,29 @@ def test_unreadable_junit_is_one_line(tmp_path, capsys):
     assert github.main(["report", "--junit", str(broken), "--summary", ""]) == 2
     (line,) = capsys.readouterr().out.strip().splitlines()
     assert line.startswith("::error title=gemmguard::gemmguard: cannot read JUnit XML ")
+
+
+def _report(status: str, policy: str = "fail") -> dict:
+    """A head report as the plugin writes it (--gemm-report-json), one measurement with `status`."""
+    m = {"key": "t | case | mm", "test": "test_bench.py::test_mm[aten]", "backend": "aten", "op": "mm",
+         "shape": [256, 256, 256], "dtype": "float32", "layout": "contiguous", "epilogue": "none", "fn": "case",
+         "median_s": 1e-3, "status": status, "broken": [], "compared": {"runtime": {"ratio": 1.3}}}  # fmt: skip
+    return {"format": "gemmguard-report", "inconclusive": policy, "measurements": [m]}
+
+
+@pytest.mark.parametrize("policy", ["fail", "warn"])
+def test_an_inconclusive_benchmark_has_its_own_column_and_fails_the_gate_unless_warn(policy):
+    heads = [_report("inconclusive", policy), _report("inconclusive", policy)]
+    (row,) = github.judge_rounds(heads)
+    assert row.verdict == "inconclusive" and not row.failed  # never counted as a regression
+    bench = {"rows": [vars(row)], "inconclusive": github.compare.inconclusive_policy(heads)}
+    summary = github.summary_markdown("CPU", [], bench)
+    assert "| backend | ok | failed | unstable | inconclusive | no baseline |" in summary
+    assert "| aten | 0 | 0 | 0 | **1** | 0 |" in summary and "**inconclusive** (too noisy to tell" in summary
+    assert "**regression**" not in summary
+    assert github.passed([], bench) == (policy == "warn")
+    (note,) = github.annotations([], bench)
+    assert note.startswith("::error " if policy == "fail" else "::warning ") and "inconclusive" in note
+    # One round that could tell (ok) outweighs rounds that could not.
+    (mixed,) = github.judge_rounds([_report("inconclusive"), _report("ok")])
+    assert mixed.verdict == "ok"

@@ -2,8 +2,11 @@
 
 plugin.py                  pytest options, hooks and the fixture (registered by the main plugin)
 fixture.py                 one benchmark: verify, compile, time, record, check budgets
-timing.py                  CPU and GPU timers (CUDA events, L2 flush, CUDA-graph replay)
-stats.py                   medians, confidence intervals, the regression verdict
+timing.py                  CPU and GPU timers (CUDA events, L2 flush, CUDA-graph replay), kernel and reference
+                           interleaved in pairs, sampling until the noise suits the threshold
+peak.py                    the library peak behind "% of peak"
+stats.py                   medians, confidence intervals, the U test (the compile-time verdict)
+verdict.py                 the runtime verdict on paired ratios: regression, ok or inconclusive
 coldcompile.py             cold compile time in a fresh subprocess with empty caches
 baseline.py                fingerprinted JSON baselines, written atomically
 budget.py                  budgets from pyproject.toml and @pytest.mark.gemm_budget

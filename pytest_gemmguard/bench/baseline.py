@@ -2,13 +2,18 @@
 
 A baseline file is one JSON object (never pickle: a baseline is data anyone can read and diff):
 
-    {"format": "gemmguard-baseline", "version": 2, "fingerprint": {...}, "updated": "...",
+    {"format": "gemmguard-baseline", "version": 3, "fingerprint": {...}, "updated": "...",
      "entries": {"<test id> | <case>": {<Measurement.as_dict()>}, ...}}
 
 Version 2 adds every cold compile sample to an entry (`cold_compile_samples`, `warm_compile_samples`; one
 fresh process each, see --gemm-compile-samples). Version 1 files are still read, and merged into when
 saving: their entries have one cold compile (`cold_compile_s`), which counts as a single sample, so their
-compile verdicts are untested (reported, not failed) until the baseline is recorded again. Any other version is refused.
+compile verdicts are untested (reported, not failed) until the baseline is recorded again. Version 3 (issue
+13) adds the reference's samples paired with the kernel's and the estimate the runtime verdict judges: the
+median paired ratio, its interval and its noise (`ratio`, `ratio_low`, `ratio_high`, `ratio_n`, `noise`), so a
+baseline recorded under noise says so and comparisons against it come out inconclusive. Entries of versions 1
+and 2 are compared through their median / reference median, their noise that of their unpaired samples
+(verdict.estimate_of). Any other version is refused.
 
 Numbers from another GPU, CPU, driver or library version say nothing about this one, so `load` refuses a
 baseline whose fingerprint differs (one line naming what differs) unless forced. A missing file is not
@@ -33,8 +38,8 @@ from ..files import write_json_atomic
 __all__ = ["BaselineError", "fingerprint", "load", "read", "save"]
 
 FORMAT = "gemmguard-baseline"
-VERSION = 2  # written
-READABLE = (1, 2)  # read: version 1 entries lack only the compile samples
+VERSION = 3  # written
+READABLE = (1, 2, 3)  # read: version 1 entries lack the compile samples, 1 and 2 the paired ratios
 
 
 def _dist_version(name: str) -> str | None:

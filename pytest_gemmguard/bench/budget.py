@@ -1,7 +1,9 @@
 """Budgets: absolute limits (compile_s, runtime_ms) and limits relative to a baseline (runtime_regression,
 compile_regression), from `[tool.gemmguard]` in pyproject.toml, overridden per test by
 `@pytest.mark.gemm_budget(...)`. `check` turns a measurement and its baseline entry into the list of
-broken budgets, each one line with the numbers, the baseline's and the threshold.
+broken budgets, each one line with the numbers, the baseline's and the threshold. The runtime verdict is
+verdict.py's three-way rule; an inconclusive one breaks no budget (it is not a regression) and is returned
+in the compared info for the fixture to fail or warn on (--gemm-inconclusive).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ SETTINGS = (
     "reference",
     "cpu_threads",
     "known_failures",  # read by the checking half
+    "inconclusive",
 )
 
 
@@ -77,23 +80,27 @@ def check(m, base: dict | None, budget: Budget) -> tuple[list[str], dict[str, An
         broken.append(f"runtime {_ms(m.median_s)} ({ci}) > budget runtime_ms={budget.runtime_ms:g} ms")
     if base is None:
         return broken, info
-    base_samples = base.get("samples") or []
-    if base_samples and m.samples:
-        cmp = compare(
-            m.samples, base_samples, budget.runtime_regression, budget.alpha, m.ref_median_s, base.get("ref_median_s")
-        )
+    from .verdict import judge_entries
+
+    v = judge_entries(m.as_dict(), base, budget.runtime_regression, budget.alpha)
+    if v is not None:
         info["runtime"] = {
-            "ratio": cmp.ratio,
-            "p_value": cmp.p_value,
-            "regression": cmp.regression,
-            "normalised": cmp.normalised,
+            "ratio": v.ratio,
+            "p_value": v.p_value,
+            "regression": v.regression,
+            "normalised": v.normalised,
+            "verdict": v.verdict,
+            "detect": v.detect if v.detect != float("inf") else None,
+            "noise": [v.noise_now, v.noise_base],
+            "threshold": v.threshold,
+            "describe": v.describe(),
         }
-        if cmp.regression:
+        if v.regression:
             broken.append(
-                f"runtime regression {cmp.describe()}: now {_ms(m.median_s)}, baseline {_ms(base['median_s'])}"
+                f"runtime regression {v.describe()}: now {_ms(m.median_s)}, baseline {_ms(base['median_s'])}"
                 + (
                     f" (reference now {_ms(m.ref_median_s)}, baseline {_ms(base['ref_median_s'])})"
-                    if cmp.normalised
+                    if v.normalised and m.ref_median_s and base.get("ref_median_s")
                     else ""
                 )
             )

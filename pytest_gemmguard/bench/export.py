@@ -13,16 +13,20 @@ import os
 from typing import Any
 
 from ..files import write_atomic, write_json_atomic, write_text_atomic
-from .report import compile_change
+from .report import COUNTED, compile_change, noise, verdict_counts
 
 
-def json_report(path: str, results: list, fingerprint: dict, baseline_path: str | None, notes: list[str]) -> str:
-    """Write the JSON report atomically; returns the absolute path written."""
+def json_report(
+    path: str, results: list, fingerprint: dict, baseline_path: str | None, notes: list[str], inconclusive: str = "fail"
+) -> str:
+    """Write the JSON report atomically; returns the absolute path written. `inconclusive` is the run's
+    --gemm-inconclusive, so the CI gate judges an inconclusive measurement as the run did."""
     return write_json_atomic(
         path,
         {
             "format": "gemmguard-report",
             "version": 1,
+            "inconclusive": inconclusive,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "fingerprint": fingerprint,
             "baseline": baseline_path,
@@ -45,20 +49,28 @@ def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
         + (f", CUDA {fingerprint['cuda']}" if fingerprint.get("cuda") else "")
         + (f", triton {fingerprint['triton']}" if fingerprint.get("triton") else ""),
         "",
-        "| backend | case | compile s | cold s | warm s | median ms | TFLOP/s | % peak | vs ref | vs base "
-        "| compile vs base | verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| backend | case | compile s | cold s | warm s | median ms | TFLOP/s | % peak | vs ref | noise/detects "
+        "| vs base | compile vs base | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for m in results:
         rt = m.compared.get("runtime")
         change = f"{(rt['ratio'] - 1) * 100:+.1f}%" if rt else "–"
-        verdict = "**failed**" if m.status == "failed" else m.status
+        verdict = {"failed": "**failed**", "inconclusive": "**inconclusive**"}.get(m.status, m.status)
         cchange = compile_change(m) if m.compared.get("compile") else "–"
         lines.append(
             f"| {m.backend} | `{m.case_id}` | {m.compile_s:.2f} | {_f(m.cold_compile_s, '.2f')} | "
             f"{_f(m.warm_compile_s, '.2f')} | {m.median_s * 1e3:.4g} | {m.tflops:.3g} | {_f(m.pct_peak, '.1f')} | "
-            f"{_f(m.ref_ratio, '.3f')} | {change} | {cchange} | {verdict} |"
+            f"{_f(m.ref_ratio, '.3f')} | {noise(m)} | {change} | {cchange} | {verdict} |"
         )
+    if results:
+        lines += ["", "| backend | measured | " + " | ".join(COUNTED) + " |", "|---|" + "---:|" * (len(COUNTED) + 1)]
+        for name, c in verdict_counts(results).items():
+            lines.append(f"| {name} | {c['measured']} | " + " | ".join(str(c[k]) for k in COUNTED) + " |")
+    unclear = [m for m in results if m.status == "inconclusive"]
+    if unclear:
+        lines += ["", "### Inconclusive (too noisy to tell; not regressions)", ""]
+        lines += [f"- {m.backend} `{m.case_id}`: {m.compared['runtime']['describe']}" for m in unclear]
     failures = [(m, b) for m in results for b in m.broken]
     if failures:
         lines += ["", "### Broken budgets", ""]

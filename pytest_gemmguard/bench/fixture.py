@@ -8,11 +8,12 @@ from typing import Any
 
 from .. import backends
 from ..cases import GemmCase
-from ..errors import GemmBudgetError, GemmUsageError
+from ..errors import GemmBudgetError, GemmInconclusive, GemmUsageError
 from .budget import Budget, check
 from .context import BenchContext
 from .measure import measure
-from .measurement import Measurement, budget_report
+from .measurement import Measurement, budget_report, inconclusive_report
+from .verdict import noise_target
 
 
 class GemmBenchmark:
@@ -48,12 +49,18 @@ class GemmBenchmark:
         require_backend(self.backend)
         dtype = dtype or default_dtype(backends.get(self.backend).device())
         case = make_case(op, shape, dtype, epilogue, layout)
-        m = measure(self.ctx, self.backend, case, fn, self.test_id, self.instrument)
+        # Sample until the noise allows judging this budget's threshold (or the time cap says it cannot).
+        target = noise_target(self.budget.runtime_regression, self.budget.alpha)
+        m = measure(self.ctx, self.backend, case, fn, self.test_id, self.instrument, target)
         base = None
         if self.ctx.baseline is not None:
             base = self.ctx.baseline.entries.get(m.key)
         m.broken, m.compared = check(m, base, self.budget)
-        m.status = "failed" if m.broken else ("ok" if base is not None else "no baseline")
+        inconclusive = m.compared.get("runtime", {}).get("verdict") == "inconclusive"
+        if m.broken:
+            m.status = "failed"
+        else:
+            m.status = "inconclusive" if inconclusive else ("ok" if base is not None else "no baseline")
         self.ctx.results.append(m)
         if self.publish is not None:
             self.publish(m)
@@ -63,6 +70,12 @@ class GemmBenchmark:
         self.measurements.append(m)
         if m.broken:
             raise GemmBudgetError(budget_report(m))
+        if inconclusive:
+            if self.ctx.settings.inconclusive == "fail":
+                raise GemmInconclusive(inconclusive_report(m))
+            import warnings
+
+            warnings.warn(inconclusive_report(m), RuntimeWarning, stacklevel=2)
         return m
 
 

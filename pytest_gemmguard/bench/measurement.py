@@ -39,11 +39,19 @@ class Measurement:
     cold_phases: dict = field(default_factory=dict)
     cold_error: str | None = None
     kernels: list[str] = field(default_factory=list)
-    status: str = "measured"  # measured | ok | no baseline | failed
+    status: str = "measured"  # measured | ok | no baseline | inconclusive | failed
     broken: list[str] = field(default_factory=list)
     compared: dict = field(default_factory=dict)
     when: str = ""
     timing_note: str = ""  # how the timing was made believable, when the first method missed the kernel
+    # Issue 13: the reference's samples, pair by pair with `samples` (timed interleaved), and the estimate
+    # the verdict judges: the median paired ratio with its 95% interval, and its noise (verdict.py).
+    ref_samples: list[float] = field(default_factory=list)
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    ratio_n: int = 0
+    noise: float | None = None  # log half-width of the estimate's 95% interval (about +-noise relative)
 
     @property
     def tflops(self) -> float:
@@ -55,7 +63,17 @@ class Measurement:
 
     @property
     def ref_ratio(self) -> float | None:
+        """Kernel / reference: the median paired ratio when the two were timed in pairs."""
+        if self.ratio is not None:
+            return self.ratio
         return self.median_s / self.ref_median_s if self.ref_median_s else None
+
+    @property
+    def detect(self) -> float | None:
+        """The smallest slowdown this measurement could detect against a baseline as quiet as itself."""
+        from .verdict import detectable
+
+        return detectable(self.noise) if self.noise is not None else None
 
     @property
     def case_id(self) -> str:
@@ -130,3 +148,19 @@ def budget_report(m: Measurement) -> str:
             f"warm {m.warm_compile_s:.2f} s; this session {m.compile_s:.2f} s"
         )
     return "\n".join(lines)
+
+
+def inconclusive_report(m: Measurement) -> str:
+    """Why a runtime comparison could not tell: the change, both sides' noise, the smallest change it could
+    have detected, whose noise is to blame, and what to do. Not a regression."""
+    rt = m.compared.get("runtime", {})
+    return "\n".join(
+        [
+            f"gemmguard: {m.backend} benchmark inconclusive (not a regression: too noisy to tell)",
+            f"  case:     {m.op} {'x'.join(map(str, m.shape))} {m.dtype} {m.layout} epilogue={m.epilogue} fn={m.fn}",
+            f"  runtime:  {rt.get('describe', '?')}",
+            f"  measured: median {_ms(m.median_s)}, n={m.n} pairs, {m.method}, stopped at {m.stopped}",
+            "  to decide: rerun on a quieter machine, raise --gemm-bench-time or the runtime_regression threshold; "
+            "--gemm-inconclusive=warn lets it pass with a warning",
+        ]
+    )

@@ -172,6 +172,7 @@ def _context(config: pytest.Config) -> Any:
             compile_samples=s["compile_samples"],
             verify=s["verify"],
             reference=s["reference"],
+            inconclusive=s["inconclusive"],
             timing=timing,
         )
         bench.ctx = BenchContext(_state.session(config), settings, bench.budget, bench.loaded)
@@ -244,14 +245,30 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 def _save_baseline(config: pytest.Config, bench: _Bench, ctx: Any, session: pytest.Session) -> None:
     save = bench.settings["save_baseline"]
-    kept = {m.key: m.as_dict() for m in ctx.results if m.status != "failed"}
-    dropped = len(ctx.results) - len(kept)
+    # An inconclusive measurement was too noisy to judge: it must not replace the entry it was judged against.
+    kept = {m.key: m.as_dict() for m in ctx.results if m.status not in ("failed", "inconclusive")}
+    dropped = sum(m.status == "failed" for m in ctx.results)
+    unclear = sum(m.status == "inconclusive" for m in ctx.results)
+    if not kept:  # rewriting the file would change nothing but its date
+        bench.notes.append(
+            f"gemmguard: nothing saved to baseline {save}"
+            + (f"; {dropped} over budget not saved" if dropped else "")
+            + (f"; {unclear} inconclusive not saved" if unclear else "")
+        )
+        return
     try:
         total = baseline.save(save, ctx.fingerprint, kept, force=bench.settings["baseline_force"])
         bench.notes.append(
             f"gemmguard: saved {len(kept)} measurements to baseline {os.path.abspath(save)} ({total} entries)"
             + (f"; {dropped} over budget not saved" if dropped else "")
+            + (f"; {unclear} inconclusive not saved" if unclear else "")
         )
+        noisy = _noisy(ctx.results, bench.budget)
+        if noisy:
+            bench.notes.append(
+                f"gemmguard: warning: {len(noisy)} baseline measurement(s) too noisy to detect their threshold "
+                f"(comparisons against them will be inconclusive; record them on a quieter machine): {', '.join(noisy)}"
+            )
     except (BaselineError, OSError) as exc:
         # Keep what was measured: a run's measurements are worth more than the minutes they took.
         rescue = os.path.join(tempfile.mkdtemp(prefix="gemmguard-rescue-"), os.path.basename(save) or "baseline.json")
@@ -259,6 +276,19 @@ def _save_baseline(config: pytest.Config, bench: _Bench, ctx: Any, session: pyte
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         bench.notes.append(f"gemmguard: could not write baseline {save} ({reason}); measurements kept in {rescue}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _noisy(results: list, budget: Any) -> list[str]:
+    """'key (noise, detects)' of each saved measurement whose own noise hides the (session) threshold: a
+    baseline measured under noise is no baseline, and says so when it is written, not only when used."""
+    from .verdict import noise_target
+
+    target = noise_target(budget.runtime_regression, budget.alpha)
+    return [
+        f"{m.key} (+-{100 * m.noise:.1f}%, detects +{100 * m.detect:.0f}%)"
+        for m in results
+        if m.status not in ("failed", "inconclusive") and m.noise is not None and m.noise > target
+    ]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -289,6 +319,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     elif s["save_baseline"]:
         bench.notes.append(f"gemmguard: nothing measured: baseline {s['save_baseline']} not written")
     untested = [m for m in results if m.compared.get("compile", {}).get("tested") is False]
+    unclear = [m for m in results if m.status == "inconclusive"]
+    if unclear:
+        how = (
+            "failed as inconclusive"
+            if s["inconclusive"] == "fail"
+            else "passed with a warning (--gemm-inconclusive=warn)"
+        )
+        bench.notes.append(
+            f"gemmguard: {len(unclear)} runtime comparison(s) inconclusive, {how}: too noisy to tell a slowdown of "
+            "the threshold from none; not regressions (see each one's noise and smallest detectable change)"
+        )
     if untested:
         from .stats import MIN_TEST_SAMPLES
 
@@ -304,7 +345,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     written: list[str] = []
     try:
         if s["report_json"]:
-            written.append(export.json_report(s["report_json"], results, fingerprint, s["baseline"], bench.notes))
+            written.append(
+                export.json_report(
+                    s["report_json"], results, fingerprint, s["baseline"], bench.notes, s["inconclusive"]
+                )
+            )
         if s["report_md"]:
             written.append(export.write_markdown(s["report_md"], results, fingerprint, bench.notes))
         if s["plots"]:

@@ -1,4 +1,5 @@
-"""The terminal table of the measuring half: one row per measured case, and one line per backend."""
+"""The terminal table of the measuring half: one row per measured case, then the verdicts per backend, with
+inconclusive comparisons in their own column (issue 13: never folded into the passes or the regressions)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,30 @@ def _num(value: float | None, fmt: str) -> str:
 def _change(m) -> str:
     rt = m.compared.get("runtime")
     return "-" if not rt else f"{(rt['ratio'] - 1) * 100:+.1f}%"
+
+
+def noise(m) -> str:
+    """The measurement's noise (about +-relative, of the median paired ratio) and, against the baseline, the
+    smallest change the comparison could have detected (else against a baseline as quiet as this run)."""
+    rt = m.compared.get("runtime") or {}
+    detect = rt.get("detect", m.detect) if rt else m.detect
+    if m.noise is None:
+        return "-"
+    shown = "inf" if detect is None or detect == float("inf") else f"{100 * detect:.0f}%"
+    return f"{100 * m.noise:.1f}%/{shown}"
+
+
+COUNTED = ("ok", "failed", "inconclusive", "no baseline")  # the verdict columns, per backend
+
+
+def verdict_counts(results: list) -> dict[str, dict[str, int]]:
+    """backend -> verdict (COUNTED, and 'measured' for all) -> how many measurements."""
+    per: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(("measured", *COUNTED), 0))
+    for m in results:
+        per[m.backend]["measured"] += 1
+        if m.status in COUNTED:
+            per[m.backend][m.status] += 1
+    return dict(per)
 
 
 def compile_change(m) -> str:
@@ -30,7 +55,8 @@ def bench_table(results: list) -> list[str]:
     per-backend totals."""
     head = (
         f"{'backend':8s} {'case':34s} {'compile s':>9s} {'cold s':>7s} {'warm s':>7s} {'median':>11s} "
-        f"{'±CI':>6s} {'TFLOP/s':>8s} {'%peak':>6s} {'vs ref':>7s} {'vs base':>8s} {'compile vs base':>15s} verdict"
+        f"{'±CI':>6s} {'TFLOP/s':>8s} {'%peak':>6s} {'vs ref':>7s} {'noise/detects':>13s} {'vs base':>8s} "
+        f"{'compile vs base':>15s} verdict"
     )
     lines = [head, "-" * len(head)]
     for m in results:
@@ -40,15 +66,17 @@ def bench_table(results: list) -> list[str]:
         lines.append(
             f"{m.backend:8s} {case:34s} {m.compile_s:9.2f} {_num(m.cold_compile_s, '7.2f'):>7s} "
             f"{_num(m.warm_compile_s, '7.2f'):>7s} {med:>11s} {ci:>6s} {m.tflops:8.3g} "
-            f"{_num(m.pct_peak, '6.1f'):>6s} {_num(m.ref_ratio, '7.3f'):>7s} {_change(m):>8s} "
+            f"{_num(m.pct_peak, '6.1f'):>6s} {_num(m.ref_ratio, '7.3f'):>7s} {noise(m):>13s} {_change(m):>8s} "
             f"{compile_change(m):>15s} {m.status}"
         )
-    per = defaultdict(lambda: {"n": 0, "failed": 0, "compile": 0.0})
+    compile_s: dict[str, float] = defaultdict(float)
     for m in results:
-        p = per[m.backend]
-        p["n"] += 1
-        p["failed"] += m.status == "failed"
-        p["compile"] += m.cold_compile_s if m.cold_compile_s is not None else m.compile_s
-    for name, p in per.items():
-        lines.append(f"{name}: {p['n']} measured, {p['failed']} over budget, compile {p['compile']:.1f} s in all")
+        compile_s[m.backend] += m.cold_compile_s if m.cold_compile_s is not None else m.compile_s
+    lines += ["", f"{'backend':8s} {'measured':>8s} {'ok':>4s} {'failed':>6s} {'inconclusive':>12s} "
+              f"{'no baseline':>11s} {'compile s':>9s}"]  # fmt: skip
+    for name, c in verdict_counts(results).items():
+        lines.append(
+            f"{name:8s} {c['measured']:8d} {c['ok']:4d} {c['failed']:6d} {c['inconclusive']:12d} "
+            f"{c['no baseline']:11d} {compile_s[name]:9.1f}"
+        )
     return lines

@@ -1,9 +1,18 @@
 """Timing a callable: CPU wall clock, or CUDA events on the GPU. Samples are seconds per call.
 
-Both timers warm up first, then take samples in batches until the confidence interval of the median is
-within `rel_ci` of it (default ±1%) or `max_time_s` is spent, whichever comes first, and never fewer than
-`min_samples`. An optional `reference` callable is measured in the same loop, one batch of each in turn,
-so slow drift of the machine (clocks, thermal state, neighbours) lands on both and cancels in their ratio.
+Both timers warm up first, then take samples in batches. An optional `reference` callable is measured in
+the same loop, *interleaved*: sample i of the target and sample i of the reference are taken back to back,
+in a random order per pair, so a burst of contention (a neighbour, a clock change) that slows one slows the
+other too and cancels in their ratio (issue 13: on a 2-core CPU with one core kept busy, separate blocks of
+samples gave per-run intervals of 29-107%). The estimate that matters is then the median of those paired
+ratios (verdict.py); without a reference, the median of the samples.
+
+Stopping rule (after nvbench's: sample until the noise of the estimate is below a target or a time cap):
+stop when the estimate's noise (log half-width of its 95% interval) is within `rel_ci` (default 1%) and
+there are `min_samples`; or at `max_time_s` if the noise is within `noise_target` (what the verdict needs
+for its threshold, set by the fixture; None: no such need); else keep sampling until the noise gets there or
+`NOISE_TIME_FACTOR` x `max_time_s` is spent ("time cap, noisy": the verdict will then say inconclusive
+rather than guess). `max_samples` caps the count.
 
 GPU: every sample is bracketed by a pair of CUDA events on the current stream; before each sample a buffer
 larger than L2 is overwritten so the GEMM reads its operands from HBM, as it would inside a model (the flush
@@ -12,8 +21,7 @@ least half as long to issue it as the GPU takes to run it), `graph_calls` calls 
 graph and each sample is one replay divided by `graph_calls`: no host time in the samples, and operands
 stay in L2 between those calls. torch.cuda is imported only in the GPU path.
 
-`library_peak` measures the denominator of "% of peak" with these same timers and options: the best
-median throughput of the library GEMM (torch.mm) over a few large shapes.
+The denominator of "% of peak" is measured with these same timers and options (peak.py).
 """
 
 from __future__ import annotations
@@ -21,15 +29,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from .stats import Summary, summarize
-
-if TYPE_CHECKING:
-    import torch
+from .verdict import Estimate, estimate
 
 
 @dataclass
@@ -40,7 +46,7 @@ class Timing:
     ref_samples: list[float] = field(default_factory=list)
     method: str = "cpu"  # "cpu" | "cuda-events" | "cuda-graph"
     elapsed_s: float = 0.0
-    stopped: str = ""  # "converged" | "time cap" | "sample cap"
+    stopped: str = ""  # "converged" | "time cap" | "time cap, noisy" | "sample cap"
 
     @property
     def summary(self) -> Summary:
@@ -49,6 +55,12 @@ class Timing:
     @property
     def ref_summary(self) -> Summary | None:
         return summarize(self.ref_samples) if self.ref_samples else None
+
+    @property
+    def estimate(self) -> Estimate:
+        """The median paired ratio to the reference (samples[i] / ref_samples[i]), or without a reference
+        the median of the samples, with its interval: what the verdict judges."""
+        return estimate(self.samples, self.ref_samples)
 
 
 @dataclass(frozen=True)
@@ -66,25 +78,61 @@ class TimingOptions:
     # CPU: torch intra-op threads while timing (None: leave as is). On a loaded or shared machine, OpenMP
     # threads that wait for a busy core stall for milliseconds; 1 thread makes timings repeatable.
     cpu_threads: int | None = None
+    noise_target: float | None = None  # past max_time_s, keep sampling while the noise is above this
+    seed: int = 0  # of the random order within pairs: reproducible, and no fixed slot for periodic noise
 
 
-def _converged(samples: list[float], opts: TimingOptions) -> bool:
-    return len(samples) >= opts.min_samples and summarize(samples).rel_halfwidth <= opts.rel_ci
+# How much longer than max_time_s a measurement may sample while its noise is too high for the verdict.
+NOISE_TIME_FACTOR = 3.0
 
 
-def _loop(sample_target, sample_ref, opts: TimingOptions, started: float) -> tuple[list, list, str]:
+def _stop(samples: list[float], refs: list[float], opts: TimingOptions, elapsed: float) -> str:
+    """Why to stop now ('' to go on): the stopping rule of the module doc."""
+    n = len(samples)
+    enough = n >= opts.min_samples
+    noise = estimate(samples, refs).noise if enough else math.inf
+    if enough and noise <= opts.rel_ci:
+        return "converged"
+    if n >= opts.max_samples:
+        return "sample cap"
+    if enough and elapsed > opts.max_time_s:
+        if opts.noise_target is None or noise <= opts.noise_target:
+            return "time cap"
+        if elapsed > opts.max_time_s * NOISE_TIME_FACTOR:
+            return "time cap, noisy"
+    return ""
+
+
+def _loop(one_target, one_ref, settle, opts: TimingOptions, started: float) -> tuple[list, list, str]:
+    """Batches of samples; with a reference, pairs in a random order. `one_*()` starts one sample and
+    returns a function giving its seconds once `settle()` has run (the GPU reads its events after one
+    synchronize per batch)."""
+    rng = random.Random(opts.seed)
     samples: list[float] = []
     refs: list[float] = []
     while True:
-        samples += sample_target(opts.batch)
-        if sample_ref is not None:
-            refs += sample_ref(opts.batch)
-        if _converged(samples, opts) and (sample_ref is None or _converged(refs, opts)):
-            return samples, refs, "converged"
-        if len(samples) >= opts.max_samples:
-            return samples, refs, "sample cap"
-        if time.perf_counter() - started > opts.max_time_s and len(samples) >= opts.min_samples:
-            return samples, refs, "time cap"
+        pending_t, pending_r = [], []
+        enabled = gc.isenabled()
+        gc.disable()  # a collection inside one sample of a pair would land on one side only
+        try:
+            for _ in range(opts.batch):
+                if one_ref is None:
+                    pending_t.append(one_target())
+                elif rng.random() < 0.5:
+                    pending_t.append(one_target())
+                    pending_r.append(one_ref())
+                else:
+                    pending_r.append(one_ref())
+                    pending_t.append(one_target())
+            settle()
+        finally:
+            if enabled:
+                gc.enable()
+        samples += [p() for p in pending_t]
+        refs += [p() for p in pending_r]
+        why = _stop(samples, refs, opts, time.perf_counter() - started)
+        if why:
+            return samples, refs, why
 
 
 # ---------------------------------------------------------------- CPU
@@ -103,22 +151,14 @@ def _cpu_sampler(fn: Callable[[], object], opts: TimingOptions):
             break
     calls = max(1, math.ceil(opts.min_sample_s / max(single, 1e-9)))
 
-    def take(count: int) -> list[float]:
-        out = []
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            for _ in range(count):
-                t0 = clock()
-                for _ in range(calls):
-                    fn()
-                out.append((clock() - t0) * 1e-9 / calls)
-        finally:
-            if enabled:
-                gc.enable()
-        return out
+    def one() -> Callable[[], float]:
+        t0 = clock()
+        for _ in range(calls):
+            fn()
+        value = (clock() - t0) * 1e-9 / calls
+        return lambda: value
 
-    return take, calls
+    return one, calls
 
 
 def time_cpu(
@@ -127,9 +167,9 @@ def time_cpu(
     opts = opts or TimingOptions()
     started = time.perf_counter()
     with _threads(opts.cpu_threads):
-        take, _ = _cpu_sampler(fn, opts)
-        take_ref = _cpu_sampler(reference, opts)[0] if reference is not None else None
-        samples, refs, why = _loop(take, take_ref, opts, started)
+        one, _ = _cpu_sampler(fn, opts)
+        one_ref = _cpu_sampler(reference, opts)[0] if reference is not None else None
+        samples, refs, why = _loop(one, one_ref, lambda: None, opts, started)
     return Timing(samples, refs, "cpu", time.perf_counter() - started, why)
 
 
@@ -185,21 +225,19 @@ def _gpu_sampler(fn: Callable[[], object], opts: TimingOptions, flush: _Flusher 
     if use_graph:
         graph, calls = _capture(fn, opts.graph_calls)
 
-    def take(count: int) -> list[float]:
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
-        for s, e in events:
-            if flush is not None and graph is None:
-                flush()
-            s.record(stream)
-            if graph is not None:
-                graph.replay()
-            else:
-                fn()
-            e.record(stream)
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) * 1e-3 / calls for s, e in events]
+    def one() -> Callable[[], float]:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if flush is not None and graph is None:
+            flush()
+        s.record(stream)
+        if graph is not None:
+            graph.replay()
+        else:
+            fn()
+        e.record(stream)
+        return lambda: s.elapsed_time(e) * 1e-3 / calls  # read after the batch's synchronize
 
-    return take, ("cuda-graph" if graph is not None else "cuda-events"), calls
+    return one, ("cuda-graph" if graph is not None else "cuda-events"), calls
 
 
 def _per_call(fn: Callable[[], object], stream, calls: int = 10) -> tuple[float, float]:
@@ -254,12 +292,12 @@ def time_cuda(
     opts = opts or TimingOptions()
     started = time.perf_counter()
     flush = _Flusher(device or torch.cuda.current_device()) if opts.flush_l2 else None
-    take, method, _ = _gpu_sampler(fn, opts, flush, opts.cuda_graph)
-    take_ref = None
+    one, method, _ = _gpu_sampler(fn, opts, flush, opts.cuda_graph)
+    one_ref = None
     if reference is not None:
         # The reference is timed the same way as the target, so their ratio compares like with like.
-        take_ref = _gpu_sampler(reference, opts, flush, method == "cuda-graph")[0]
-    samples, refs, why = _loop(take, take_ref, opts, started)
+        one_ref = _gpu_sampler(reference, opts, flush, method == "cuda-graph")[0]
+    samples, refs, why = _loop(one, one_ref, torch.cuda.synchronize, opts, started)
     return Timing(samples, refs, method, time.perf_counter() - started, why)
 
 
@@ -273,91 +311,3 @@ def time_callable(
     if str(device).startswith("cuda"):
         return time_cuda(fn, reference, opts)
     return time_cpu(fn, reference, opts)
-
-
-# ---------------------------------------------------------------- peak throughput
-
-# Large enough to be compute-bound, several sizes because the fastest one differs by card and dtype: on the
-# H200 a single 8192^3 bf16 GEMM measured 650 TFLOP/s while cuBLAS at 4096^3 reached 669 in the same run
-# (a long GEMM draws more power and clocks lower), so one size put kernels at 103% of "peak".
-GPU_PEAK_SHAPES = ((4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192))
-CPU_PEAK_SHAPES = ((512, 512, 512), (1024, 1024, 1024))
-
-
-@dataclass(frozen=True)
-class Peak:
-    """The best library GEMM throughput measured here: `tflops` at `shape`, and every median measured."""
-
-    tflops: float
-    shape: tuple[int, int, int]
-    per_shape: dict[str, float]  # "MxNxK" -> best median TFLOP/s over the passes
-    method: str
-    elapsed_s: float
-
-
-def _library_gemm(m: int, n: int, k: int, device: str, dtype: torch.dtype) -> Callable[[], object]:
-    """The library GEMM a peak is measured with: torch.mm, or for float8 torch._scaled_mm (what a float8
-    case calls; B column-major as it requires)."""
-    import torch
-
-    a = torch.randn(m, k, device=device).to(dtype)
-    if dtype == torch.float8_e4m3fn:
-        b = torch.randn(n, k, device=device).to(dtype).t()
-        one = torch.ones((), device=device)
-        return lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
-    b = torch.randn(k, n, device=device).to(dtype)
-    out = torch.empty(m, n, device=device, dtype=dtype)
-    return lambda: torch.mm(a, b, out=out)
-
-
-def library_peak(
-    device: str,
-    dtype: torch.dtype,
-    opts: TimingOptions | None = None,
-    shapes: tuple[tuple[int, int, int], ...] | None = None,
-    time_per_shape_s: float = 0.25,
-    passes: int | None = None,
-    budget_s: float = 3.0,
-) -> Peak:
-    """Best median throughput of torch.mm (cuBLAS, oneDNN/MKL) over `shapes`, timed by `time_callable`
-    with the caller's options (L2 flush, CUDA-graph rule, CPU threads), so a kernel and its peak are timed
-    alike. On the GPU the shapes are measured in two interleaved passes and the best median kept: the first
-    measurement of a run can catch the clocks still ramping up from idle. Inputs are randn, like the cases'
-    (a GEMM's power draw, hence its clock, depends on the values it multiplies). Shapes go small to large
-    and none is started after `budget_s`: a dtype the CPU only emulates (bf16 without AVX512-BF16) takes
-    seconds per 1024^3 call, and the peak must stay cheap."""
-    import torch
-
-    gpu = str(device).startswith("cuda")
-    shapes = shapes or (GPU_PEAK_SHAPES if gpu else CPU_PEAK_SHAPES)
-    passes = passes or (2 if gpu else 1)
-    base = opts or TimingOptions()
-    # A tighter CI than the default: the peak divides every % of peak of the run.
-    opts = replace(
-        base,
-        max_time_s=time_per_shape_s,
-        rel_ci=min(base.rel_ci, 0.005),
-        warmup_s=max(base.warmup_s, 0.1),
-        min_samples=min(base.min_samples, 5),
-    )
-    started = time.perf_counter()
-    best: dict[str, float] = {}
-    method = ""
-    for _ in range(passes):
-        for m, n, k in shapes:
-            if best:  # its first batch of samples, at the best throughput so far
-                # What a shape costs at least: its warm-up, then sampling until the CI or the time cap.
-                gemm_s = 2 * m * n * k / (max(best.values()) * 1e12)
-                cost = opts.warmup_s + max(opts.max_time_s, gemm_s * max(opts.batch, opts.min_samples))
-                if time.perf_counter() - started + cost > budget_s:
-                    continue
-            gemm = _library_gemm(m, n, k, device, dtype)
-            with torch.no_grad():
-                t = time_callable(gemm, str(device), opts=opts)
-            key = f"{m}x{n}x{k}"
-            best[key] = max(best.get(key, 0.0), 2 * m * n * k / t.summary.median / 1e12)
-            method = t.method
-            del gemm  # frees its operands before the next, larger shape
-    top = max(best, key=best.__getitem__)
-    shape = tuple(int(d) for d in top.split("x"))
-    return Peak(best[top], (shape[0], shape[1], shape[2]), best, method, time.perf_counter() - started)

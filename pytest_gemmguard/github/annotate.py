@@ -25,13 +25,18 @@ def _test_annotations(results: Sequence[TestResult]) -> list[str]:
     return out
 
 
-def _bench_annotation(row: BenchRow, where: TestResult | None) -> str:
-    kind = "error" if row.verdict == "failed" else "warning"
-    rounds = f"{row.statuses.count('failed')} of {len(row.statuses)} rounds"
-    title = f"gemmguard: {row.backend} {row.case}: " + (
-        "slower than the base" if row.verdict == "failed" else "slower in some rounds only"
-    )
-    body = "\n".join([row.test, *row.broken, f"failed in {rounds}"])
+def _bench_annotation(row: BenchRow, where: TestResult | None, policy: str = "fail") -> str:
+    failing = row.verdict == "failed" or (row.verdict == "inconclusive" and policy == "fail")
+    kind = "error" if failing else "warning"
+    if row.verdict == "inconclusive":
+        title = f"gemmguard: {row.backend} {row.case}: inconclusive (too noisy to tell; not a regression)"
+        body = "\n".join([row.test, f"inconclusive in {len(row.statuses)} of {len(row.statuses)} rounds"])
+    else:
+        rounds = f"{row.statuses.count('failed')} of {len(row.statuses)} rounds"
+        title = f"gemmguard: {row.backend} {row.case}: " + (
+            "slower than the base" if row.verdict == "failed" else "slower in some rounds only"
+        )
+        body = "\n".join([row.test, *row.broken, f"failed in {rounds}"])
     return workflow_command(
         kind, body, file=(where.file if where else None) or None, line=(where.line if where else None) or None,
         title=title,
@@ -45,7 +50,8 @@ def annotations(
     more per step). `bench_results` (the benchmark run's JUnit XML) place a benchmark's annotation."""
     out = _test_annotations(results)
     by_test = {r.nodeid: r for r in bench_results}
+    policy = (bench or {}).get("inconclusive", "fail")
     for row in (BenchRow(**x) for x in (bench or {}).get("rows", [])):
-        if row.verdict in ("failed", "unstable"):
-            out.append(_bench_annotation(row, by_test.get(row.test)))
+        if row.verdict in ("failed", "unstable", "inconclusive"):
+            out.append(_bench_annotation(row, by_test.get(row.test), policy))
     return out

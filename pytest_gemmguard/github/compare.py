@@ -1,5 +1,6 @@
 """The benchmark verdict over base/head rounds: one row per measured case, which fails the gate only when its
-measurement failed in every round."""
+measurement failed in every round, or (under --gemm-inconclusive=fail, the default) when no round could tell:
+every compared round inconclusive. Inconclusive is its own verdict, never counted as a regression."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ class BenchRow:
     test: str
     backend: str
     case: str
-    statuses: list[str]  # one per round: ok | no baseline | failed | measured | missing
+    statuses: list[str]  # one per round: ok | no baseline | failed | inconclusive | measured | missing
     changes: list[float | None]  # runtime ratio to the baseline (reference-normalised) minus 1, per round
     head_ms: float | None
     base_ms: float | None
     broken: list[str]
-    verdict: str  # failed | unstable | ok | no baseline
+    verdict: str  # failed | unstable | ok | inconclusive | no baseline
 
     @property
     def failed(self) -> bool:
@@ -51,8 +52,16 @@ def _verdict(statuses: Sequence[str]) -> str:
     if "failed" in statuses:
         return "unstable"
     if any(s == "ok" for s in statuses):
-        return "ok"
+        return "ok"  # a round that could have seen the threshold and did not
+    if "inconclusive" in statuses:
+        return "inconclusive"
     return "no baseline"
+
+
+def inconclusive_policy(head_reports: Sequence[dict | None]) -> str:
+    """The --gemm-inconclusive the head ran with ('fail' unless a report says 'warn'; older reports: fail)."""
+    said = {r.get("inconclusive", "fail") for r in head_reports if r}
+    return "warn" if said == {"warn"} else "fail"
 
 
 def judge_rounds(head_reports: Sequence[dict | None], base_entries: Sequence[dict] = ()) -> list[BenchRow]:

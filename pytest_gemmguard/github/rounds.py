@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from ..errors import GemmguardError, GemmUsageError
 from ..files import write_text_atomic
-from .compare import judge_rounds, read_report
+from .compare import inconclusive_policy, judge_rounds, read_report
 
 USAGE = (2, 3, 4)  # interrupted, internal error, usage error: the run itself did not happen as asked
 
@@ -166,6 +166,7 @@ def bench_gate(
         "against": against,
         "base_ref": base_ref,
         "rounds": len(runs.heads),
+        "inconclusive": inconclusive_policy(runs.heads),
         "rows": [dataclasses.asdict(r) for r in rows],
         "notes": list(dict.fromkeys(runs.notes)),
         "error": runs.error,

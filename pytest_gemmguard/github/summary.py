@@ -13,10 +13,14 @@ _COLUMNS = ("passed", "failed", "unsupported", "unavailable", "skipped", "xfaile
 
 
 def passed(results: Sequence[TestResult], bench: dict | None, run_error: str = "") -> bool:
-    """The verdict: no test failed, no benchmark failed in every round, and every run happened as asked."""
+    """The verdict: no test failed, no benchmark failed in every round, none was inconclusive in every round
+    (unless the run said --gemm-inconclusive=warn), and every run happened as asked."""
     if run_error or any(r.outcome in ("failed", "error") for r in results):
         return False
-    return not bench or not (bench.get("error") or any(r.get("verdict") == "failed" for r in bench.get("rows", [])))
+    if not bench:
+        return True
+    failing = {"failed"} | ({"inconclusive"} if bench.get("inconclusive", "fail") == "fail" else set())
+    return not (bench.get("error") or any(r.get("verdict") in failing for r in bench.get("rows", [])))
 
 
 def _outcome_table(results: Iterable[TestResult]) -> list[str]:
@@ -45,13 +49,30 @@ def _label(row: BenchRow) -> str:
         return "**regression**" if any("regression" in b for b in row.broken) else "**over budget**"
     if row.verdict == "unstable":
         return "failed in some rounds only (not failed)"
+    if row.verdict == "inconclusive":
+        return "**inconclusive** (too noisy to tell; not a regression)"
     return row.verdict
+
+
+_BENCH_COLUMNS = ("ok", "failed", "unstable", "inconclusive", "no baseline")
+
+
+def _bench_counts(rows: Sequence[BenchRow]) -> list[str]:
+    """Benchmarks per backend and verdict: inconclusive has its own column, apart from passes and failures."""
+    counts: Counter = Counter((r.backend, r.verdict) for r in rows)
+    lines = ["| backend | " + " | ".join(_BENCH_COLUMNS) + " |", "|---|" + "---:|" * len(_BENCH_COLUMNS)]
+    for b in sorted({r.backend for r in rows}):
+        cells = [f"**{counts[(b, c)]}**" if c in ("failed", "inconclusive") and counts[(b, c)] else str(counts[(b, c)])
+                 for c in _BENCH_COLUMNS]  # fmt: skip
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _bench_table(verdict: dict) -> list[str]:
     rows = [BenchRow(**r) for r in verdict.get("rows", [])]
     lines = [f"### Benchmarks: {verdict.get('against', 'no baseline')}", ""]
     if rows:
+        lines += [*_bench_counts(rows), ""]
         lines += [
             "| backend | case | base ms | head ms | change vs base, per round | verdict |",
             "|---|---|---:|---:|---|---|",
@@ -63,6 +84,15 @@ def _bench_table(verdict: dict) -> list[str]:
         failed = [r for r in rows if r.failed]
         if failed:
             lines += ["", *[f"- {r.backend} `{r.case}`: {b}" for r in failed for b in r.broken]]
+        unclear = [r for r in rows if r.verdict == "inconclusive"]
+        if unclear:
+            warn = verdict.get("inconclusive", "fail") == "warn"
+            how = "a warning (--gemm-inconclusive=warn)" if warn else "fails the gate"
+            lines += [
+                "",
+                f"Inconclusive ({how}): the noise of the measurements hid the threshold; rerun on a quieter machine "
+                "or with more time. The run's report has each one's noise and smallest detectable change.",
+            ]
     else:
         lines.append("Nothing was measured.")
     notes = verdict.get("notes") or []

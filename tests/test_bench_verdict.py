@@ -1,0 +1,117 @@
+"""The runtime verdict on paired ratios (issue 13), on synthetic samples: quiet on A/A, loud on a clean 2x,
+inconclusive with a detection limit when the noise hides the threshold; and the interleaved timer's
+stopping rule on real (sleeping) callables."""
+
+import math
+import random
+import time
+
+import pytest
+
+from pytest_gemmguard.bench import verdict
+from pytest_gemmguard.bench.timing import NOISE_TIME_FACTOR, TimingOptions, time_cpu
+
+
+def _pairs(rng: random.Random, n: int, slowdown: float = 1.0, sigma: float = 0.02, burst: float = 0.0):
+    """(kernel samples, reference samples) taken in pairs: a shared contention factor per pair (a burst of
+    up to `burst` extra, hitting both halves, as interleaving makes it) times each side's own jitter."""
+    kernel, ref = [], []
+    for _ in range(n):
+        shared = 1.0 + burst * rng.random()
+        kernel.append(slowdown * shared * rng.lognormvariate(0.0, sigma))
+        ref.append(shared * rng.lognormvariate(0.0, sigma))
+    return kernel, ref
+
+
+def _judge(now, base, threshold=0.05):
+    return verdict.judge(verdict.estimate(*now), verdict.estimate(*base), threshold)
+
+
+def test_clean_aa_is_ok_even_under_shared_bursts():
+    rng = random.Random(1)
+    for _ in range(50):
+        # Contention that doubles both halves of a pair cancels in their ratio.
+        v = _judge(_pairs(rng, 200, burst=1.0), _pairs(rng, 200, burst=1.0))
+        assert v.verdict == "ok", v.describe()
+        assert v.detect < v.threshold and v.normalised
+
+
+def test_clean_2x_is_a_regression_with_the_numbers():
+    rng = random.Random(2)
+    v = _judge(_pairs(rng, 200, slowdown=2.0), _pairs(rng, 200))
+    assert v.verdict == "regression" and v.ratio == pytest.approx(2.0, rel=0.05) and v.p_value < 1e-6
+    text = v.describe()
+    assert text.startswith("+") and "threshold +5%" in text and "smallest detectable" in text
+
+
+def test_noise_too_high_for_the_threshold_is_inconclusive_with_a_detection_limit():
+    rng = random.Random(3)
+    # Each side's own jitter of 60% with only 20 pairs: the medians are known to about +-25%.
+    v = _judge(_pairs(rng, 20, slowdown=1.1, sigma=0.6), _pairs(rng, 20, sigma=0.6), threshold=0.05)
+    assert v.verdict == "inconclusive" and not v.regression
+    assert v.detect > 0.05 and math.isfinite(v.detect)
+    assert "inconclusive" in v.describe() and "both this run and the baseline" in v.describe()
+    # The same noise still catches a slowdown far beyond what it hides (detect is about +210% here).
+    loud = _judge(_pairs(rng, 20, slowdown=10.0, sigma=0.6), _pairs(rng, 20, sigma=0.6), threshold=0.05)
+    assert loud.verdict == "regression", loud.describe()
+
+
+def test_a_baseline_measured_under_noise_makes_the_comparison_inconclusive_and_is_blamed():
+    rng = random.Random(4)
+    v = _judge(_pairs(rng, 400), _pairs(rng, 12, sigma=0.5), threshold=0.05)
+    assert v.verdict == "inconclusive" and v.noise_base > v.noise_now
+    assert "the baseline was measured under noise" in v.describe()
+
+
+def test_noise_target_is_exactly_what_makes_two_equal_runs_conclusive():
+    for threshold in (0.02, 0.05, 0.2):
+        target = verdict.noise_target(threshold)
+        at = verdict.RuntimeVerdict(1.0, threshold, 0.01, target, target, True)
+        assert at.detect == pytest.approx(threshold) and verdict.detectable(target) == pytest.approx(threshold)
+        below = verdict.RuntimeVerdict(1.0, threshold, 0.01, target * 0.99, target, True)
+        above = verdict.RuntimeVerdict(1.0, threshold, 0.01, target * 1.01, target, True)
+        assert below.verdict == "ok" and above.verdict == "inconclusive"
+
+
+def test_older_baseline_entries_are_judged_through_their_reference_median():
+    rng = random.Random(5)
+    kernel, ref = _pairs(rng, 200)
+    old = {"samples": kernel, "median_s": sorted(kernel)[100], "ref_median_s": sorted(ref)[100]}  # version 2
+    slow, slow_ref = _pairs(rng, 200, slowdown=2.0)
+    new = {**verdict_fields(slow, slow_ref), "samples": slow, "ref_median_s": sorted(slow_ref)[100]}
+    v = verdict.judge_entries(new, old, 0.05)
+    assert v.legacy_base and v.normalised and v.verdict == "regression"
+    assert "older baseline" in v.describe()
+    # A side without a reference: both compared in absolute seconds.
+    absolute = verdict.judge_entries({"samples": slow}, old, 0.05)
+    assert not absolute.normalised and absolute.verdict == "regression"
+
+
+def verdict_fields(samples, refs):
+    e = verdict.estimate(samples, refs)
+    return {"ratio": e.value, "ratio_low": e.low, "ratio_high": e.high, "ratio_n": e.n}
+
+
+def _sleeper(seconds: float, jitter: float = 0.0, rng: random.Random | None = None):
+    def call():
+        time.sleep(seconds * (1 + (jitter * rng.random() if rng else 0.0)))
+
+    return call
+
+
+def test_the_timer_pairs_every_kernel_sample_with_a_reference_sample():
+    t = time_cpu(_sleeper(2e-3), _sleeper(1e-3), TimingOptions(warmup_s=0.01, max_time_s=0.2, min_sample_s=0))
+    assert len(t.samples) == len(t.ref_samples) >= 10 and t.estimate.paired
+    assert 1.3 < t.estimate.value < 2.5  # 2x the sleep, plus the wake-up cost both sides pay
+
+
+def test_the_timer_samples_on_while_too_noisy_then_says_so():
+    rng = random.Random(6)
+    noisy = _sleeper(2e-4, jitter=3.0, rng=rng)  # the kernel alone jitters: no pairing can cancel it
+    opts = TimingOptions(warmup_s=0.01, max_time_s=0.1, min_sample_s=0, rel_ci=1e-6, noise_target=1e-6)
+    started = time.perf_counter()
+    t = time_cpu(noisy, _sleeper(1e-4), opts)
+    elapsed = time.perf_counter() - started
+    assert t.stopped == "time cap, noisy" and elapsed >= opts.max_time_s * NOISE_TIME_FACTOR
+    relaxed = time_cpu(noisy, _sleeper(1e-4), TimingOptions(warmup_s=0.01, max_time_s=0.1, min_sample_s=0))
+    assert relaxed.stopped in ("time cap", "converged") and relaxed.elapsed_s < opts.max_time_s * NOISE_TIME_FACTOR
