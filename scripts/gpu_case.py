@@ -27,6 +27,7 @@ def one(backend: str, case_text: str) -> dict:
     from pytest_gemmguard.session import GemmSession, Options
 
     case = eval(case_text, {"GemmCase": GemmCase})  # a repr printed by a failure report
+    listed = _candidates(backend, case)
     compiler = Compiler()
     session = GemmSession(compiler, Options())
     spec = backends.get(backend)
@@ -35,13 +36,35 @@ def one(backend: str, case_text: str) -> dict:
         verdict, ratio, record = "ok", result.verdict.max_ratio, result.record
     except GemmMismatch as exc:
         text = str(exc)
-        return {"verdict": "WRONG", "detail": " | ".join(ln.strip() for ln in text.splitlines()[1:8])}
+        lines = " | ".join(ln.strip() for ln in text.splitlines()[1:8])
+        return {"verdict": "WRONG", "detail": lines, "candidates": listed}
     except Unsupported as exc:
-        return {"verdict": "unsupported", "detail": exc.reason}
+        return {"verdict": "unsupported", "detail": exc.reason, "candidates": listed}
     finally:
         compiler.deactivate()
     kernels = [spec.describe_kernel(k) for g in record.graphs for k in g.launches if spec.claims(k)]
-    return {"verdict": verdict, "ratio": round(ratio, 4), "kernels": kernels}
+    return {"verdict": verdict, "ratio": round(ratio, 4), "kernels": kernels, "candidates": listed}
+
+
+def _candidates(backend: str, case) -> list[str]:
+    """Every autotune candidate of a first compile of the case (own cache, nothing reused), judged on the
+    case's inputs: one line each (candidates.py)."""
+    import dataclasses
+    import tempfile
+
+    import torch._dynamo
+
+    from pytest_gemmguard import ahead
+    from pytest_gemmguard.errors import GemmguardError
+
+    try:
+        record = ahead.compile_case({"backend": backend, "case": dataclasses.asdict(case), "all_choices": True},
+                                    tempfile.mkdtemp(prefix="gemmguard-case-"))  # fmt: skip
+    except GemmguardError as exc:
+        return [f"(no candidates: {exc})"]
+    finally:
+        torch._dynamo.reset()
+    return [c.line() for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
 
 
 def main() -> None:
