@@ -525,3 +525,19 @@ def test_the_real_cpp_failure_is_explained_and_its_contiguous_twin_is_not_counte
         compiler.deactivate()
     assert tracker.passes == {} and tracker.xpassed() == []
     assert [e.id for e in tracker.xfailed()] == ["torch-cpp-offset-frozen-weight"]
+
+
+def test_the_shipped_triton_entry_covers_the_h200_finding_and_nothing_beside_it(shipped):
+    torch_211 = {"torch": "2.11.0+cu130"}
+    found = GemmCase("mm", 1, 1, 1, dtype="float32", layout="noncontiguous", seed=11)
+    assert kn.match(shipped, "triton", found, torch_211, "wrong-result").id == "triton-mm-1x1x1-strided"
+    addmm = GemmCase("addmm", 1, 1, 1, dtype="bfloat16", layout="noncontiguous")
+    assert kn.match(shipped, "triton", addmm, torch_211, "wrong-result").id == "triton-mm-1x1x1-strided"
+    # A neighbour that passed there, another layout, another torch, another backend: a new defect, not this one.
+    for backend, other, versions in (
+        ("triton", GemmCase("mm", 1, 1, 8, dtype="float32", layout="noncontiguous"), torch_211),
+        ("triton", GemmCase("mm", 1, 1, 1, dtype="float32", layout="contiguous"), torch_211),
+        ("triton", found, {"torch": "2.13.0"}),
+        ("aten", found, torch_211),
+    ):
+        assert kn.match(shipped, backend, other, versions, "wrong-result") is None, (backend, other, versions)
