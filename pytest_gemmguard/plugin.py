@@ -108,7 +108,7 @@ def _queue_ahead(session: pytest.Session) -> None:
     """Give the compile-ahead pool every GEMM test's cases now, in run order, so its workers never wait for
     the next test to start (not in a pytest-xdist worker: each of those runs only a share of the items, and
     queues each test's cases when it starts)."""
-    if hasattr(session.config, "workerinput"):
+    if hasattr(session.config, "workerinput") or session.config.option.collectonly:
         return
     from . import backends
     from .explore import plan, queue_ahead

@@ -129,3 +129,9 @@ def test_no_worker_compiles_while_a_benchmark_times():
         assert pool.vet("aten", case, "t")["status"] == "ok"  # released: the job runs
     finally:
         pool.close()
+
+
+def test_collecting_only_starts_no_worker(pytester):
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest_subprocess("--co", "--gemm-backends=aten", "--gemm-compile-workers=1", "-v")
+    assert result.ret == 0 and "compile-ahead" not in result.stdout.str()
