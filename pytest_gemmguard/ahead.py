@@ -347,7 +347,7 @@ def _fatal(exc: BaseException) -> bool:
 def worker_main() -> int:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever Inductor, Triton or nvcc print goes to the log, never into the protocol
-    import torch  # noqa: F401 - the slow part: only then is the worker ready
+    import torch  # the slow part: only then is the worker ready
 
     from .compile import Compiler
     from .errors import CompileTimeout, Unsupported
@@ -363,6 +363,9 @@ def worker_main() -> int:
         status, detail, judged = "ok", "", []
         try:
             record = compile_case({**job, "compiler": compiler}, None)
+            if torch.cuda.is_initialized():
+                # CUDA reports a kernel's fault asynchronously: wait for it here, so it is this case's.
+                torch.cuda.synchronize()
             # The candidates this compile's autotuning judged: the test process's compile is a cache hit
             # and autotunes nothing, so it takes these (check.py).
             judged = [c.to_json() for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]

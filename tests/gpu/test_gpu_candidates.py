@@ -58,20 +58,10 @@ def test_mm(gemm):
 """
 
 
-def _plugin_args() -> list[str]:
-    """`-p` for both plugins where gemmguard runs from a tree rather than installed (the H200 machine): the
-    subprocess then has no entry points to load them by (seen there: "unrecognized arguments")."""
-    import importlib.metadata
-
-    installed = {e.value for e in importlib.metadata.entry_points(group="pytest11")}
-    wanted = ("pytest_gemmguard.plugin", "pytest_gemmguard.bench.plugin")
-    return [arg for name in wanted if name not in installed for arg in ("-p", name)]
-
-
-def test_the_summary_counts_the_triton_candidates_checked(pytester):
+def test_the_summary_counts_the_triton_candidates_checked(pytester, plugin_args):
     _triton()
     pytester.makepyfile(SUITE)
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--gemm-backends=triton", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*plugin_args, "--gemm-backends=triton", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     found = re.search(r"triton: autotune candidates checked: (\d+), wrong: (\d+)", result.stdout.str())
     assert found, result.stdout.str()
