@@ -116,6 +116,10 @@ class AheadPool:
             for case in reversed(cases) if first else cases:
                 key = (backend, case)
                 if key in self._jobs:
+                    known = self._jobs[key]
+                    if first and known.state == "queued":  # needed now: ahead of whatever was queued before it
+                        self._queue.remove(known)
+                        self._queue.appendleft(known)
                     continue
                 self._next_id += 1
                 line = json.dumps({"id": self._next_id, "backend": backend, "case": dataclasses.asdict(case),

@@ -135,3 +135,17 @@ def test_collecting_only_starts_no_worker(pytester):
     pytester.makepyfile(PASSING)
     result = pytester.runpytest_subprocess("--co", "--gemm-backends=aten", "--gemm-compile-workers=1", "-v")
     assert result.ret == 0 and "compile-ahead" not in result.stdout.str()
+
+
+def test_a_case_needed_now_jumps_the_queue():
+    """A case the test process waits for goes first, even when it was queued long before (jobs of a test
+    that never ran, a skipped one, would otherwise sit in front of it)."""
+    from pytest_gemmguard.cases import GemmCase
+
+    pool = ahead.AheadPool(0)  # no workers: the queue alone
+    cases = [GemmCase("mm", m, 8, 8) for m in (1, 2, 3)]
+    pool.submit("aten", cases, "t")
+    pool.submit("aten", [cases[2]], "t", first=True)
+    assert [job.key[1] for job in pool._queue] == [cases[2], cases[0], cases[1]]
+    pool.forget("t")
+    assert not pool._queue
