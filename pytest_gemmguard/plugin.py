@@ -274,6 +274,13 @@ class _SummaryCollector:
             self.tally.add_share(props[SHARE_PROPERTY])
 
 
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """A test that never reached its examples (skipped, failed in setup) leaves no jobs to compile ahead."""
+    state = _state.get(item.config)
+    if state is not None and state.session is not None and state.session.pool is not None:
+        state.session.pool.forget(item.nodeid)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A run in which GEMM tests were selected but no backend ran anything is not green."""
