@@ -456,7 +456,8 @@ def test_a_harvested_suite_runs_and_passes_on_aten_and_cpp(pytester):
     for backend in ("aten", "cpp"):
         # Per backend: both tests passed; the model's five GEMMs and the benchmark's own check verified, and
         # nothing else ran (no random draws), nothing unsupported.
-        row = next(line for line in out.splitlines() if re.match(rf"{backend} +\d+ +\d+ ", line)).split()
+        # (the results table's row: the benchmark summary above it has a row per backend too, without "|")
+        row = next(line for line in out.splitlines() if re.match(rf"{backend} +(\d+ +){{4}}\|", line)).split()
         assert row[1:4] == ["2", "0", "0"] and row[6:9] == ["6", "0", "0"], row
 
 
