@@ -6,15 +6,17 @@ test process hands the cases it is about to check to a pool of worker processes.
 runs its case once through the same backend, into the session's own Inductor and Triton cache directories.
 When the test process reaches the case, its own compile is a cache hit (FX graph cache, or at least the
 autotuning cache and the Triton kernel cache), and it then does everything a check does, as before:
-compile, provenance, the float64 oracle. The verdict is always the test process's own; a worker only warms
-the caches, so nothing it does can turn a failure into a pass.
+compile, provenance, the float64 oracle. The verdict on the winner is always the test process's own, so
+nothing a worker does can turn a failure into a pass.
 
-What a worker learns is still used in two ways:
+What a worker learns is used in three ways:
 - A case whose compile or run killed the worker (a segfault, an abort) or poisoned its CUDA context (an
   illegal memory access, a device-side assert) is never run in the test process: it fails with that
   reason, and the rest of the suite goes on (`CaseKilledProcess`).
 - A worker that raised anything else tells nothing for sure: the test process compiles that case itself,
   so the verdict (unsupported, crashed) comes from the usual path.
+- The autotune candidates its compile judged (candidates.py): the test process's compile is a cache hit and
+  autotunes nothing, so a wrong losing candidate is known only from the worker, and fails the case there.
 
 Workers compile the case's own op (`gemm.check()` with no function): the test's own function is not
 known before the test body runs, and a lambda cannot travel to another process. A function computing the
