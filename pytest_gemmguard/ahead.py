@@ -314,8 +314,7 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
     case = GemmCase(**job["case"])
     backend = resolve_backend(job)
     inputs = build_inputs(case, backend.device())
-    fn = job.get("fn_object")
-    target, flat = (case_function(case.op, case.epilogue, case.dtype), inputs.flat) if fn is None else (fn, inputs.args)
+    target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
     compiler = job.get("compiler") or Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
     compiler.activate()
     judged = case.dtype if job.get("all_choices") else None

@@ -107,8 +107,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def _queue_ahead(session: pytest.Session) -> None:
     """Give the compile-ahead pool every GEMM test's cases now, in run order, so its workers never wait for
     the next test to start (not in a pytest-xdist worker: each of those runs only a share of the items, and
-    queues each test's cases when it starts)."""
-    if hasattr(session.config, "workerinput") or session.config.option.collectonly:
+    queues each test's cases when it starts; the rule for runs with benchmarks holds there too)."""
+    if session.config.option.collectonly:
         return
     from . import backends
     from .explore import plan, queue_ahead
@@ -119,6 +119,8 @@ def _queue_ahead(session: pytest.Session) -> None:
         # auto: a run with benchmarks compiles in the test process only, so no benchmark ever reuses an
         # autotuning decision made while other processes shared the GPU (--gemm-compile-workers=N forces it).
         gg.options.compile_workers = 0
+        return
+    if hasattr(session.config, "workerinput"):
         return
     for item in session.items:
         backend = _backend_of(item)

@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..ahead import resolve_backend
+
 # torch timer names -> the phase they measure (values are summed per phase).
 PHASES = {
     "dynamo": ("bytecode_tracing", "build_guards"),
@@ -67,16 +69,6 @@ def _resolve_fn(job: dict) -> Any:
     return obj
 
 
-def _backend(job: dict) -> Any:
-    from .. import backends
-
-    if job["backend"] not in backends.names() and job.get("backend_module"):
-        import importlib
-
-        importlib.import_module(job["backend_module"])  # registers the backend, as it did in the parent
-    return backends.get(job["backend"])
-
-
 def _compile_once(job: dict, cache_dir: str) -> tuple[float, dict[str, float], list[str]]:
     import torch
 
@@ -86,7 +78,7 @@ def _compile_once(job: dict, cache_dir: str) -> tuple[float, dict[str, float], l
     from ..precision import math_precision
 
     case = GemmCase(**job["case"])
-    backend = _backend(job)
+    backend = resolve_backend(job)
     inputs = build_inputs(case, backend.device())
     fn = _resolve_fn(job)
     target, flat = (case_function(case.op, case.epilogue, case.dtype), inputs.flat) if fn is None else (fn, inputs.args)
