@@ -6,6 +6,12 @@ epilogue chain) over several seeds and, for each, measures max |error| / toleran
   eager-torch   the case's eager function under torch's own default flags (reduced-precision reductions on)
   eager-case    the same under the flags gemmguard sets for the case (precision.math_precision)
   aten          the case compiled through Inductor's ATEN backend by gemmguard's own check (`--compiled N`)
+                (`--backend triton`: that backend instead; the column takes its name)
+
+A backend whose compiles are slow (triton: a max-autotune compile per static shape) is calibrated with
+`--dynamic --per-structure K`: each drawn case's structure (op, dtype, layout, epilogue chain) is drawn K
+times more over the default shape space, and one dynamic-shape compile serves the K shapes. `--shard I/P`
+runs the I-th of P slices (P processes side by side, one file each); `--merge` prints the table of them all.
 
 A correct library must stay under 1 in the columns gemmguard judges (eager-case, aten); eager-torch shows
 why gemmguard sets the flags. Prints a table per dtype and op, writes every case to OUT/calibration.jsonl.
@@ -25,7 +31,7 @@ from collections import defaultdict
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
-def draw(n: int, seed: int, device: str) -> list:
+def draw(n: int, seed: int, device: str, **narrow) -> list:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as hseed
 
@@ -35,7 +41,7 @@ def draw(n: int, seed: int, device: str) -> list:
 
     @hseed(seed)
     @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(case=gemm_cases(device, seed=seed))
+    @given(case=gemm_cases(device, seed=seed, **narrow))
     def collect(case) -> None:
         out.append(case)
 
@@ -58,7 +64,18 @@ def main() -> int:
     ap.add_argument("--compiled", type=int, default=0, help="of those, how many to also compile through aten")
     ap.add_argument("--deadline", type=float, default=400.0, help="seconds: start no new case after this")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--backend", default="aten", help="the backend the compiled column checks")
+    ap.add_argument("--dynamic", action="store_true", help="dynamic-shape compiles (one serves many shapes)")
+    ap.add_argument("--per-structure", type=int, default=1, help="cases drawn per structure (with --dynamic)")
+    ap.add_argument("--shard", default="0/1", help="I/P: this process's slice of the drawn cases")
+    ap.add_argument("--merge", action="store_true", help="print the table of every calibration*.jsonl in --out")
     args = ap.parse_args()
+    if args.merge:
+        import glob
+
+        rows = [json.loads(line) for f in sorted(glob.glob(os.path.join(args.out, "calibration*.jsonl")))
+                for line in open(f)]
+        return table(rows, args.backend, 0.0, "merged")
 
     import torch
 
@@ -67,19 +84,31 @@ def main() -> int:
     from pytest_gemmguard.compile import Compiler
     from pytest_gemmguard.errors import BackendCrashed, GemmMismatch, Unsupported
     from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.ops import DTYPES
     from pytest_gemmguard.precision import math_precision
     from pytest_gemmguard.session import GemmSession, Options
 
     started = time.monotonic()
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    per = max(1, args.per_structure)
     cases = []
     for s in range(args.seeds):
-        cases += draw(args.cases // args.seeds, 1000 + s, device)
-    compiler = Compiler(dynamic=False, timeout_s=120)
+        cases += draw(args.cases // args.seeds // per, 1000 + s, device)
+    cases = cases[shard::shards]
+    if per > 1:
+        grouped = []
+        for j, c in enumerate(cases):
+            more = draw(per - 1, 5000 + j, device, ops=[c.op], dtypes=[c.dtype], layouts=[c.layout],
+                        epilogues=[c.epilogue])
+            grouped += [c, *more[: per - 1]]
+        cases = grouped
+    compiler = Compiler(dynamic=args.dynamic, timeout_s=120)
     session = GemmSession(compiler, Options(repro_dir=os.path.join(args.out, "repro")))
     rows = []
-    log = open(os.path.join(args.out, "calibration.jsonl"), "w")
+    col = args.backend
+    name = "calibration.jsonl" if shards == 1 else f"calibration-{col}-{shard}.jsonl"
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, name), "w")
     for i, case in enumerate(cases):
         if time.monotonic() - started > args.deadline:
             break
@@ -94,28 +123,40 @@ def main() -> int:
                 row["eager-case"] = ratio(fn(*inputs.flat), expected, tol)
         if i < args.compiled:
             try:
-                result = Gemm(case, "aten", session, "calibrate").check()
-                row["aten"] = result.verdict.max_ratio
+                result = Gemm(case, col, session, "calibrate").check()
+                row[col] = result.verdict.max_ratio
             except GemmMismatch as exc:
-                row["aten"] = float("inf")
-                row["aten_report"] = str(exc)
+                row[col] = float("inf")
+                row[f"{col}_report"] = str(exc)[:2000]
             except (Unsupported, BackendCrashed) as exc:
-                row["aten_skip"] = str(exc)[:200]
+                row[f"{col}_skip"] = str(exc)[:200]
         rows.append(row)
         log.write(json.dumps(row, default=str) + "\n")
+        log.flush()
     compiler.deactivate()
     elapsed = time.monotonic() - started
+    mode = f"{'dynamic' if args.dynamic else 'static'} compiles, {per} per structure, shard {args.shard}"
+    return table(rows, col, elapsed, mode)
 
+
+def table(rows: list, col: str, elapsed: float, mode: str) -> int:
+    import torch
+
+    from pytest_gemmguard.ops import DTYPES
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    cols = ("eager-torch", "eager-case", col)
     by = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        for col in ("eager-torch", "eager-case", "aten"):
-            if col in row:
-                by[(row["dtype"], row["op"])][col].append(row[col])
+        for c in cols:
+            if c in row:
+                by[(row["dtype"], row["op"])][c].append(row[c])
     print(
         f"# {len(rows)} cases in {elapsed:.0f} s on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}, "
-        f"torch {torch.__version__}; max |error|/tolerance: max (p99) [cases over 1]"
+        f"torch {torch.__version__} ({mode}); max |error|/tolerance: max (p99) [cases over 1]"
     )
-    print(f"{'dtype':14s} {'op':18s} {'n':>5s}  {'eager-torch':>24s}  {'eager-case':>24s}  {'aten':>24s}")
+    print(f"{'dtype':14s} {'op':18s} {'n':>5s}  {'eager-torch':>24s}  {'eager-case':>24s}  {col:>24s}")
 
     def cell(values: list) -> str:
         if not values:
@@ -125,17 +166,18 @@ def main() -> int:
         return f"{values[-1]:.3g} ({p99:.3g}) [{sum(v > 1 for v in values)}]"
 
     for key in sorted(by):
-        cols = by[key]
-        n = max(len(v) for v in cols.values())
+        got = by[key]
+        n = max(len(v) for v in got.values())
         print(
-            f"{key[0]:14s} {key[1]:18s} {n:5d}  {cell(cols['eager-torch']):>24s}  {cell(cols['eager-case']):>24s}  "
-            f"{cell(cols['aten']):>24s}"
+            f"{key[0]:14s} {key[1]:18s} {n:5d}  {cell(got['eager-torch']):>24s}  {cell(got['eager-case']):>24s}  "
+            f"{cell(got[col]):>24s}"
         )
-    over = {c: sum(1 for r in rows if r.get(c, 0) > 1) for c in ("eager-torch", "eager-case", "aten")}
-    compiled = sum(1 for r in rows if "aten" in r)
+    over = {c: sum(1 for r in rows if r.get(c, 0) > 1) for c in cols}
+    compiled = sum(1 for r in rows if col in r)
+    skipped = sum(1 for r in rows if f"{col}_skip" in r)
     print(
         f"TOTAL cases {len(rows)}, over the bound: eager-torch {over['eager-torch']}, eager-case "
-        f"{over['eager-case']}, aten {over['aten']} of {compiled} compiled; dtypes {sorted(DTYPES)}"
+        f"{over['eager-case']}, {col} {over[col]} of {compiled} checked ({skipped} unsupported); dtypes {sorted(DTYPES)}"
     )
     return 0
 

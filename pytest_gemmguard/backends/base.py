@@ -48,6 +48,8 @@ class Backend:
     freezes_weights: bool = False
     # Another registered backend to try, case by case, where this one runs no kernel of its own.
     fallback: str | None = None
+    # Whether --gemm-backends=auto includes it where it can run (gemmguard's own kernels are named instead).
+    in_auto: bool = True
 
     def probe(self) -> Probe:
         """Whether this backend can run here. Free of side effects: it reports, it changes nothing."""

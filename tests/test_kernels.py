@@ -1,0 +1,115 @@
+"""gemmguard's own Triton GEMM (kernels/triton_gemm.py), guarded through the public API like any backend.
+
+The inner test files use `@gemm_case` and `gemm.check()` only, run with `--gemm-backends=triton[kernels]`.
+On a GPU the kernel runs for real; on a CPU machine with triton installed it runs through Triton's
+interpreter (TRITON_INTERPRET=1: float16 and float32; the interpreter misreads bfloat16, which the backend
+then reports unsupported). Without triton the module skips, saying so.
+"""
+
+import re
+
+import pytest
+
+pytest.importorskip("triton", reason="triton is not installed: kernels/triton_gemm.py cannot run here")
+import torch  # noqa: E402
+
+ON_GPU = torch.cuda.is_available()
+BACKEND = "triton[kernels]"
+
+USER_FILE = """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(max_examples={n})
+def test_any_gemm(gemm):
+    gemm.check()
+
+@gemm_case(ops=["addmm", "linear", "bmm", "baddbmm"], epilogues=["relu", "bias+gelu", "scale+tanh+cast",
+           "residual+silu", "sigmoid"], max_examples={n})
+def test_fused_epilogues(gemm):
+    gemm.check()
+"""
+
+# A defect of the class a hand-written kernel has: the mask of a ragged last row tile is off by one, so
+# the last row of a GEMM whose M is not a multiple of 16 comes out zero.
+PLANTED = """
+import pytest
+from pytest_gemmguard import kernel_swap
+
+@pytest.fixture(autouse=True)
+def ragged_row_bug():
+    real = kernel_swap.load_kernels("triton_gemm").gemm
+
+    def wrong(a, b, **kw):
+        out = real(a, b, **kw)
+        if a.shape[-2] % 16:
+            out[..., -1, :] = 0
+        return out
+
+    kernel_swap.plant("kernels_triton_gemm", wrong)
+    yield
+    kernel_swap.plant("kernels_triton_gemm", None)
+"""
+
+
+def _run(pytester, *args):
+    if not ON_GPU:
+        pytester._monkeypatch.setenv("TRITON_INTERPRET", "1")
+    return pytester.runpytest_subprocess(f"--gemm-backends={BACKEND}", "-p", "no:cacheprovider", "--gemm-seed=7",
+                                         *args, timeout=900)
+
+
+def _row(text: str) -> list[int]:
+    """The backend's row of the results table: passed, unsup., failed, unavail | verified, unsup., failed."""
+    line = next(ln for ln in text.splitlines() if ln.startswith(BACKEND + " "))
+    return [int(x) for x in re.findall(r"\b\d+\b", line.split("|")[0] + line.split("|")[1])[:7]]
+
+
+def test_the_kernel_is_right_on_the_default_space_and_says_what_it_cannot_run(pytester):
+    pytester.makepyfile(test_user=USER_FILE.format(n=25 if ON_GPU else 10))
+    result = _run(pytester)
+    text = result.stdout.str()
+    assert result.ret == 0, text[-3000:]
+    passed, _, failed, _, verified, unsupported, wrong = _row(text)
+    assert passed == 2 and failed == 0 and wrong == 0
+    # Provenance: the kernel really ran (verified cases), and what it cannot take is named, not passed.
+    assert verified >= (30 if ON_GPU else 8), text[-2000:]
+    assert unsupported > 0 and f"unsupported by {BACKEND}" in text
+
+
+def test_the_epilogue_runs_inside_the_kernel(pytester):
+    """The pass hands the whole chain to the kernel: the compiled graph's only kernel is the custom op."""
+    pytester.makepyfile(test_user="""
+import torch
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["addmm"], dtypes=["float16"], epilogues=["bias+gelu+scale", "residual+silu+cast"], max_examples=4)
+def test_chain(gemm):
+    result = gemm.check()
+    kernels = [k.name for g in result.record.graphs for k in g.launches]
+    assert kernels == ["kernels_triton_gemm"], kernels
+""")
+    result = _run(pytester)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+
+
+def test_a_ragged_tile_bug_in_the_kernel_fails_with_a_shrunk_example(pytester):
+    pytester.makeconftest(PLANTED)
+    pytester.makepyfile(test_user=USER_FILE.format(n=25 if ON_GPU else 12).split("@gemm_case(ops")[0])
+    result = _run(pytester)
+    text = result.stdout.str()
+    assert result.ret == 1, text[-3000:]
+    assert "wrong result" in text.lower() or "mismatch" in text.lower(), text[-3000:]
+    shrunk = re.findall(r"\b(\d+)×(\d+)×(\d+)\b", text)
+    assert shrunk and min(int(m) for m, _, _ in shrunk) < 16, text[-3000:]
+
+
+@pytest.mark.skipif(not ON_GPU, reason="benchmarks time CUDA kernels")
+def test_the_benchmark_fixture_times_the_kernel(pytester):
+    pytester.makepyfile(test_bench="""
+def test_decode(gemm_benchmark):
+    m = gemm_benchmark(shape=(16, 4096, 4096), dtype="bfloat16")
+    assert m.kernels and "kernels_triton_gemm" in str(m.kernels)
+""")
+    result = _run(pytester)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+
