@@ -593,8 +593,11 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
     sA0 = a3.stride(1) if a_kmajor else a3.stride(2)
     sB0 = b3.stride(2) if b_kmajor else b3.stride(1)
 
-    def bstride(t3, i):  # batch stride; any multiple of 8 works when L == 1
-        return t3.stride(0) if L > 1 else 8
+    def bstride(t3, i):  # batch stride; with L == 1 a harmless one past the whole matrix
+        if L > 1:
+            return t3.stride(0)
+        span = max(t3.shape[1] * t3.stride(1), t3.shape[2] * t3.stride(2))
+        return (span + 7) // 8 * 8
 
     if isinstance(config, str):
         config = CONFIGS[config]
