@@ -221,6 +221,28 @@ def main():
         except Exception:
             log(f"{f'{m}x{n}x{k}':>18} ERR {log_exc(f'timing {item}')}")
 
+    # kernel-only time through a CUDA graph (removes host launch overhead from small shapes)
+    for m, n, k in [(16, 4096, 4096), (4096, 4096, 4096)]:
+        try:
+            a, b = make((), m, n, k, torch.bfloat16, False)
+            cg.gemm(a, b)
+            torch.cuda.synchronize()
+            reps = 20
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for _ in range(reps):
+                    cg.gemm(a, b)
+            g2 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g2):
+                for _ in range(reps):
+                    torch.mm(a, b)
+            t_ours = bench(g.replay) / reps
+            t_ref = bench(g2.replay) / reps
+            log(f"CUDA graph {m}x{n}x{k}: ours {t_ours * 1e3:.1f} us, cuBLAS {t_ref * 1e3:.1f} us, "
+                f"{100 * t_ref / t_ours:.1f}% of cuBLAS")
+        except Exception:
+            log(f"CUDA graph {m}x{n}x{k} ERR {log_exc('graph')}")
+
     # host overhead of one call (decides small-shape timings)
     try:
         a, b = make((), 16, 4096, 4096, torch.bfloat16, False)

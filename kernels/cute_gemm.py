@@ -21,9 +21,12 @@ Kernel (SM90 only; below SM90 ``takes()`` refuses, there is no SM80 path yet):
   strides, so zero strides are fine), then ``steps`` from bias / relu / gelu (erf) / silu /
   sigmoid / tanh / scale / residual / cast.
 
-Compiled variants are keyed on (dtype, layouts, config, epilogue chain, operand dtypes, out dtype)
-and kept in a dict; CuteDSL's own file cache (``CUTE_DSL_CACHE_DIR``) is left on, see
-``_ensure_cache_dir``.  Nothing CUDA or CuteDSL is imported at module import time.
+Compiled variants are keyed on (dtype, layouts, config, epilogue chain, operand dtypes, out dtype,
+output alignment) and kept in an in-process dict.  No on-disk cache yet: CuteDSL 4.8.1 has a file
+cache (``CUTE_DSL_CACHE_DIR``) but in a CPU test ``cute.compile`` wrote nothing there; its AOT route
+(``compiled.export_to_c`` + ``cutlass.runtime.load_module``) would do it and is not wired in.
+The scale factor is a runtime argument, so it does not cause recompiles.
+Nothing CUDA or CuteDSL is imported at module import time.
 """
 
 import math
@@ -121,10 +124,20 @@ def _broadcast_ok(t, out_shape) -> bool:
         return False
 
 
+_device_verdict: dict = {}
+
+
 def _device_problem(a) -> str | None:
     dev = getattr(a, "device", None)
     if dev is None or dev.type not in ("cuda", "meta"):
         return f"operands are on {getattr(dev, 'type', dev)}, not CUDA"
+    key = dev.index if dev.type == "cuda" else "meta"
+    if key not in _device_verdict:  # the machine does not change under us: ask once per device
+        _device_verdict[key] = _device_problem_uncached(dev)
+    return _device_verdict[key]
+
+
+def _device_problem_uncached(dev) -> str | None:
     try:
         import torch
 
@@ -206,8 +219,8 @@ def takes(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, out_dtype=
 
 
 def _ensure_cache_dir() -> None:
-    """CuteDSL caches compiled modules on disk by default (CUTE_DSL_CACHE_DIR, else /tmp/...);
-    honour GEMMGUARD_CUTE_CACHE_DIR when set.  Must run before cutlass is imported."""
+    """Point CuteDSL's file cache at GEMMGUARD_CUTE_CACHE_DIR when set (before cutlass is imported).
+    Whether cute.compile uses that cache is unverified (see the module docstring)."""
     d = os.environ.get("GEMMGUARD_CUTE_CACHE_DIR")
     if d and "CUTE_DSL_CACHE_DIR" not in os.environ:
         os.makedirs(d, exist_ok=True)
