@@ -1,0 +1,271 @@
+"""Check and time kernels/cute_gemm.py on a Hopper GPU.
+
+    python3 kernels/check_cute.py            # correctness sweep, then timings (~2-4 min)
+    python3 kernels/check_cute.py --quick    # a few cases only
+
+Every case is caught on its own: a failing case prints one line and the sweep goes on.  Full
+tracebacks go to $OUT/check_cute.log when OUT is set (else ./check_cute.log).
+"""
+
+import math
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+T_START = time.time()
+BUDGET_S = float(os.environ.get("CHECK_CUTE_BUDGET_S", "220"))
+LOG_PATH = os.path.join(os.environ.get("OUT") or ".", "check_cute.log")
+_log = open(LOG_PATH, "w")
+
+
+def log(msg=""):
+    print(msg, flush=True)
+    _log.write(msg + "\n")
+    _log.flush()
+
+
+def log_exc(what):
+    tb = traceback.format_exc()
+    _log.write(f"---- {what}\n{tb}\n")
+    _log.flush()
+    last = [ln for ln in tb.strip().splitlines() if ln.strip()][-1]
+    return last[:300]
+
+
+def over_budget():
+    return time.time() - T_START > BUDGET_S
+
+
+def main():
+    import torch
+
+    quick = "--quick" in sys.argv
+    log(f"torch {torch.__version__}, cuda {torch.version.cuda}, device "
+        f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}, python {sys.version.split()[0]}")
+    try:
+        import cutlass
+
+        log(f"cutlass-dsl {getattr(cutlass, '__version__', '?')}")
+    except Exception:
+        log("cutlass import FAILED: " + log_exc("import cutlass"))
+    import cute_gemm as cg
+
+    dev = "cuda"
+    torch.manual_seed(0)
+
+    def make(shape_b, m, n, k, dtype, b_col):
+        a = torch.randn(*shape_b, m, k, device=dev, dtype=dtype)
+        if b_col:  # (K,N) with K contiguous
+            b = torch.randn(*shape_b, n, k, device=dev, dtype=dtype).transpose(-1, -2)
+        else:
+            b = torch.randn(*shape_b, k, n, device=dev, dtype=dtype)
+        return a, b
+
+    def reference(a, b, bias, steps, epi_bias, residual, scale):
+        x = torch.matmul(a.double(), b.double())
+        if bias is not None:
+            x = x + bias.double()
+        for s in steps:
+            if s == "bias":
+                x = x + epi_bias.double()
+            elif s == "relu":
+                x = torch.relu(x)
+            elif s == "gelu":
+                x = 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+            elif s == "silu":
+                x = x * torch.sigmoid(x)
+            elif s == "sigmoid":
+                x = torch.sigmoid(x)
+            elif s == "tanh":
+                x = torch.tanh(x)
+            elif s == "scale":
+                x = x * scale
+            elif s == "residual":
+                x = x + residual.double()
+        return x
+
+    shapes = [(1, 8, 8), (127, 136, 72), (333, 520, 264), (16, 4096, 4096), (4096, 4096, 4096),
+              (8192, 8192, 8192), ((3,), 128, 256, 64)]
+    if quick:
+        shapes = [(127, 136, 72), (16, 4096, 4096), ((3,), 128, 256, 64)]
+    chains = [
+        ("plain", None, ()),
+        ("bias(N)+gelu", "N", ("gelu",)),
+        ("bias(M,1)+bias+relu+scale", "M1", ("bias", "relu", "scale")),
+        ("silu+residual+cast", None, ("silu", "residual", "cast")),
+        ("bias(MN)+sigmoid+tanh", "MN", ("sigmoid", "tanh")),
+    ]
+
+    log("\n== correctness: max|err| / (max|ref| + 1); tolerance bf16 2e-2, fp16 5e-3 (out fp32: half that)")
+    fails = 0
+    ran = 0
+    for shp in shapes:
+        if isinstance(shp[0], tuple):
+            bshape, m, n, k = shp[0], shp[1], shp[2], shp[3]
+        else:
+            bshape, (m, n, k) = (), shp
+        big = m * n * k >= 4096**3
+        for dtype in (torch.bfloat16, torch.float16):
+            for b_col in (False, True):
+                for ci, (cname, bias_kind, steps) in enumerate(chains):
+                    # the big shapes get fewer combinations (time budget)
+                    if big and (dtype != torch.bfloat16 or ci > 1 or (m == 8192 and (b_col or ci))):
+                        continue
+                    for out_dtype in ((None, torch.float32) if ci == 0 and not big else (None,)):
+                        if over_budget():
+                            log("(time budget reached: skipping the remaining correctness cases)")
+                            break
+                        label = (f"{'x'.join(map(str, (*bshape, m, n, k))):>18} {str(dtype)[6:]:8} "
+                                 f"B={'col' if b_col else 'row'} out={str(out_dtype or dtype)[6:]:8} {cname}")
+                        try:
+                            a, b = make(bshape, m, n, k, dtype, b_col)
+                            out_shape = (*bshape, m, n)
+                            bias = None
+                            if bias_kind == "N":
+                                bias = torch.randn(n, device=dev, dtype=dtype)
+                            elif bias_kind == "M1":
+                                bias = torch.randn(m, 1, device=dev, dtype=torch.float32)
+                            elif bias_kind == "MN":
+                                bias = torch.randn(out_shape, device=dev, dtype=dtype)
+                            epi_bias = torch.randn(n, device=dev, dtype=dtype) if "bias" in steps else None
+                            residual = torch.randn(out_shape, device=dev, dtype=dtype) if "residual" in steps else None
+                            scale = 0.37
+                            why = cg.takes(a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual,
+                                           out_dtype=out_dtype)
+                            if why:
+                                log(f"REFUSED {label}: {why}")
+                                continue
+                            t0 = time.time()
+                            out = cg.gemm(a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual,
+                                          scale=scale, out_dtype=out_dtype)
+                            torch.cuda.synchronize()
+                            dt = time.time() - t0
+                            ref = reference(a, b, bias, steps, epi_bias, residual, scale)
+                            assert out.shape == ref.shape, f"shape {tuple(out.shape)} != {tuple(ref.shape)}"
+                            assert out.dtype == (out_dtype or dtype), f"dtype {out.dtype}"
+                            err = ((out.double() - ref).abs().max() / (ref.abs().max() + 1)).item()
+                            tol = 2e-2 if dtype == torch.bfloat16 else 5e-3
+                            if out_dtype == torch.float32:
+                                tol /= 2
+                            ok = err <= tol and not math.isnan(err)
+                            fails += not ok
+                            ran += 1
+                            log(f"{'ok  ' if ok else 'BAD '} {label}: rel err {err:.2e} (first call {dt:.2f}s)")
+                        except Exception:
+                            fails += 1
+                            log(f"ERR  {label}: {log_exc(label)}")
+
+    # refusals that must hold
+    log("\n== takes() refusals")
+    try:
+        a = torch.randn(64, 72, device=dev, dtype=torch.bfloat16)
+        for what, aa, bb in [
+            ("misaligned K=7", torch.randn(64, 7, device=dev, dtype=torch.bfloat16),
+             torch.randn(7, 64, device=dev, dtype=torch.bfloat16)),
+            ("dtype mismatch", a, torch.randn(72, 64, device=dev, dtype=torch.float16)),
+            ("fp32 operands", a.float(), torch.randn(72, 64, device=dev)),
+        ]:
+            log(f"  {what}: {cg.takes(aa, bb)!r}")
+        log(f"  unknown step: {cg.takes(a, torch.randn(72, 64, device=dev, dtype=torch.bfloat16), steps=('softmax',))!r}")
+        log(f"  meta tensors (should be None or a device reason): "
+            f"{cg.takes(torch.empty(64, 72, device='meta', dtype=torch.bfloat16), torch.empty(72, 64, device='meta', dtype=torch.bfloat16))!r}")
+    except Exception:
+        log("  ERR " + log_exc("refusals"))
+
+    # timings
+    log("\n== timing (bf16, B row-major, median of do_bench), vs torch.mm (cuBLAS)")
+    try:
+        from triton.testing import do_bench
+    except Exception:
+        do_bench = None
+
+    def bench(fn):
+        if do_bench is not None:
+            return do_bench(fn, warmup=25, rep=200, return_mode="median")
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(50):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            torch.cuda.synchronize()
+            times.append(s.elapsed_time(e))
+        times.sort()
+        return times[len(times) // 2]
+
+    log(f"{'shape':>18} {'config':>18} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS ms':>9} {'cuBLAS TF':>9} {'% cuBLAS':>8}")
+    timing = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (4096, 4096, 4096, "128x128x64_w2_s6"),
+              (16, 4096, 4096, "128x128x64_w2_s6"), (128, 4096, 4096), (2048, 2048, 2048)]
+    for item in timing:
+        m, n, k = item[:3]
+        cfg = item[3] if len(item) > 3 else None
+        if time.time() - T_START > BUDGET_S + 30:
+            log("(time budget reached: skipping the remaining timings)")
+            break
+        try:
+            a, b = make((), m, n, k, torch.bfloat16, False)
+            cfg_used = (cg.CONFIGS[cfg] if cfg else cg.pick_config(m, n, 1, cg._sms(a.device))).name
+            cg.gemm(a, b, config=cfg)
+            torch.cuda.synchronize()
+            t_ours = bench(lambda: cg.gemm(a, b, config=cfg))
+            t_ref = bench(lambda: torch.mm(a, b))
+            fl = 2 * m * n * k
+            log(f"{f'{m}x{n}x{k}':>18} {cfg_used:>18} {t_ours:8.4f} {fl / t_ours / 1e9:8.1f} {t_ref:9.4f} "
+                f"{fl / t_ref / 1e9:9.1f} {100 * t_ref / t_ours:7.1f}%")
+        except Exception:
+            log(f"{f'{m}x{n}x{k}':>18} ERR {log_exc(f'timing {item}')}")
+
+    # kernel-only time through a CUDA graph (removes host launch overhead from small shapes)
+    for m, n, k in [(16, 4096, 4096), (4096, 4096, 4096)]:
+        try:
+            a, b = make((), m, n, k, torch.bfloat16, False)
+            cg.gemm(a, b)
+            torch.cuda.synchronize()
+            reps = 20
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for _ in range(reps):
+                    cg.gemm(a, b)
+            g2 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g2):
+                for _ in range(reps):
+                    torch.mm(a, b)
+            t_ours = bench(g.replay) / reps
+            t_ref = bench(g2.replay) / reps
+            log(f"CUDA graph {m}x{n}x{k}: ours {t_ours * 1e3:.1f} us, cuBLAS {t_ref * 1e3:.1f} us, "
+                f"{100 * t_ref / t_ours:.1f}% of cuBLAS")
+        except Exception:
+            log(f"CUDA graph {m}x{n}x{k} ERR {log_exc('graph')}")
+
+    # host overhead of one call (decides small-shape timings)
+    try:
+        a, b = make((), 16, 4096, 4096, torch.bfloat16, False)
+        cg.gemm(a, b)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            cg.gemm(a, b)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        log(f"\nhost time per gemm() call (enqueue only): {(t1 - t0) / 200 * 1e6:.1f} us")
+    except Exception:
+        log("host overhead ERR " + log_exc("host overhead"))
+
+    log("\n== cold compile seconds per variant")
+    for key, s in sorted(cg.cold_compile_seconds().items(), key=lambda kv: -kv[1]):
+        log(f"{s:7.2f}s  {key}")
+    log(f"\ncorrectness: {ran} ran, {fails} failed/errored; total {time.time() - T_START:.0f}s; log {LOG_PATH}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        log("FATAL " + log_exc("main"))
+        sys.exit(1)

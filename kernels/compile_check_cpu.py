@@ -1,0 +1,44 @@
+"""Compile every supported kernel variant for sm_90a without a GPU (CUTE_DSL_ARCH), to catch API errors.
+
+    CUTE_DSL_ARCH=sm_90a python kernels/compile_check_cpu.py [quick]
+"""
+import os
+import sys
+import traceback
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+
+import cute_gemm as cg  # noqa: E402
+
+quick = "quick" in sys.argv
+cases = []
+for cfg in (cg.CFG_LARGE, cg.CFG_MID, cg.CFG_DECODE):
+    for ak in (True, False):
+        for bk in (True, False):
+            cases.append((torch.bfloat16, torch.bfloat16, ak, bk, cfg, None, None, None, ()))
+cases += [
+    (torch.float16, torch.float16, True, False, cg.CFG_MID, None, None, None, ()),
+    (torch.bfloat16, torch.float32, True, False, cg.CFG_MID, None, None, None, ()),
+    (torch.bfloat16, torch.bfloat16, True, False, cg.CFG_MID, torch.bfloat16, None, None, ()),
+    (torch.bfloat16, torch.bfloat16, True, False, cg.CFG_LARGE, torch.float32, torch.bfloat16, torch.bfloat16,
+     ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "scale", "residual", "cast")),
+    (torch.float16, torch.float32, True, True, cg.CFG_DECODE, torch.float16, torch.float32, torch.float32,
+     ("gelu", "scale", "residual")),
+    (torch.bfloat16, torch.bfloat16, False, True, cg.CFG_MID, None, torch.float32, None, ("bias", "silu"), False),
+]
+if quick:
+    cases = cases[:1]
+bad = 0
+for c in cases:
+    try:
+        cg.compile_variant(*c)
+        print("ok  ", c[4].name, c[:4], c[5:], flush=True)
+    except Exception as e:
+        bad += 1
+        print("FAIL", c[4].name, c[:4], c[5:], type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
+        traceback.print_exc()
+print(cg.cold_compile_seconds())
+print("failures:", bad)
+sys.exit(1 if bad else 0)

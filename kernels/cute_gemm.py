@@ -1,0 +1,649 @@
+"""gemmguard's own CuteDSL GEMM (CUTLASS 4 Python DSL), for NVIDIA Hopper (SM90).
+
+    out = epilogue(a @ b + bias)        a: (M,K) or (B,M,K), b: (K,N) or (B,K,N), fp16/bf16
+
+Kernel (SM90 only; below SM90 ``takes()`` refuses, there is no SM80 path yet):
+
+* warp specialised and persistent: warpgroup 0 is the producer (one warp issues TMA loads of the
+  A and B tiles into a ring of shared-memory stages, guarded by full/empty mbarriers); warpgroups
+  1..n are consumers that run warpgroup MMAs (WGMMA, fp32 accumulators) straight out of shared
+  memory, then apply the epilogue in fp32 registers and store to global memory with bounds masks.
+  Each CTA walks the output tiles ``blockIdx.x, blockIdx.x + gridDim.x, ...`` so that the producer
+  already streams the next tile's operands while the consumers finish the previous epilogue.
+* tile order: tiles are grouped in bands of ``GROUP_M`` tile rows so neighbouring CTAs share
+  A rows and B columns in L2.
+* configurations (picked per shape): 128x256x64 with two consumer warpgroups (4 stages),
+  128x128x64 with two consumer warpgroups (6 stages), and a decode config 64x32x128 with one
+  consumer warpgroup (8 stages) for M <= 64, where the many N tiles keep every SM streaming B.
+* layouts: A and B may each be K-major or M/N-major (row- or column-major); the output is a new
+  row-major tensor.  Ragged M, N and K come from TMA's out-of-bounds zero fill plus epilogue masks.
+* epilogue, in order: op-level ``bias`` (any tensor broadcastable to the output, read through its
+  strides, so zero strides are fine), then ``steps`` from bias / relu / gelu (erf) / silu /
+  sigmoid / tanh / scale / residual / cast.
+
+Compiled variants are keyed on (dtype, layouts, config, epilogue chain, operand dtypes, out dtype,
+output alignment) and kept in an in-process dict.  No on-disk cache yet: CuteDSL 4.8.1 has a file
+cache (``CUTE_DSL_CACHE_DIR``) but in a CPU test ``cute.compile`` wrote nothing there; its AOT route
+(``compiled.export_to_c`` + ``cutlass.runtime.load_module``) would do it and is not wired in.
+The scale factor is a runtime argument, so it does not cause recompiles.
+Nothing CUDA or CuteDSL is imported at module import time.
+"""
+
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+STEP_NAMES = ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "scale", "residual", "cast")
+GROUP_M = 8
+_INT32_MAX = 2**31 - 1
+
+_lock = threading.Lock()
+_compiled: dict = {}
+_compile_seconds: dict = {}
+_sm_count: dict = {}
+
+
+# --------------------------------------------------------------------------- configurations
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    bm: int
+    bn: int
+    bk: int
+    consumers: int  # consumer warpgroups; each owns bm // consumers rows of the tile
+    stages: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}_w{self.consumers}_s{self.stages}"
+
+
+CFG_LARGE = TileConfig(128, 256, 64, 2, 4)
+CFG_MID = TileConfig(128, 128, 64, 2, 6)
+CFG_DECODE = TileConfig(64, 32, 128, 1, 8)
+CONFIGS = {c.name: c for c in (CFG_LARGE, CFG_MID, CFG_DECODE)}
+
+
+def pick_config(m: int, n: int, batch: int, sms: int = 132) -> TileConfig:
+    if m <= 64:
+        return CFG_DECODE
+    big_tiles = batch * math.ceil(m / 128) * math.ceil(n / 256)
+    return CFG_LARGE if big_tiles >= sms else CFG_MID
+
+
+# --------------------------------------------------------------------------- operand checks
+
+
+def _is_int(*xs) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+def _operand_problem(name: str, t) -> str | None:
+    """16-byte TMA rule for a 16-bit operand: a unit stride in the last two dims, every other stride
+    and the storage offset a multiple of 8 elements."""
+    shape, stride = list(t.shape), list(t.stride())
+    off = t.storage_offset()
+    if not _is_int(*shape, *stride, off):
+        return f"operand {name} has symbolic sizes or strides"
+    if stride[-1] == 1 or shape[-1] == 1 and stride[-2] != 1:
+        unit = len(shape) - 1
+    elif stride[-2] == 1:
+        unit = len(shape) - 2
+    else:
+        return f"operand {name} has no unit stride in its last two dims (strides {tuple(stride)})"
+    for i, s in enumerate(stride):
+        if i != unit and s % 8:
+            return f"operand {name} stride {s} (dim {i}) is not a multiple of 8 elements (16 bytes)"
+    if off % 8:
+        return f"operand {name} storage offset {off} is not a multiple of 8 elements (16 bytes)"
+    if len(shape) == 3 and shape[0] > 1 and stride[0] == 0:
+        return f"operand {name} is broadcast over the batch (stride 0): TMA needs a real batch stride"
+    span = sum((d - 1) * s for d, s in zip(shape, stride)) + 1 + off
+    if span > _INT32_MAX:
+        return f"operand {name} spans more than 2**31 elements (32-bit indexing)"
+    return None
+
+
+def _unit_dim(t) -> int:
+    """Index (within the last two dims, from the end: -1 or -2) of an operand's unit stride."""
+    stride = t.stride()
+    if stride[-1] == 1 or t.shape[-1] == 1 and stride[-2] != 1:
+        return -1
+    return -2
+
+
+def _broadcast_ok(t, out_shape) -> bool:
+    try:
+        import torch
+
+        return tuple(torch.broadcast_shapes(tuple(t.shape), tuple(out_shape))) == tuple(out_shape)
+    except Exception:
+        return False
+
+
+_device_verdict: dict = {}
+
+
+def _device_problem(a) -> str | None:
+    dev = getattr(a, "device", None)
+    if dev is None or dev.type not in ("cuda", "meta"):
+        return f"operands are on {getattr(dev, 'type', dev)}, not CUDA"
+    key = dev.index if dev.type == "cuda" else "meta"
+    if key not in _device_verdict:  # the machine does not change under us: ask once per device
+        _device_verdict[key] = _device_problem_uncached(dev)
+    return _device_verdict[key]
+
+
+def _device_problem_uncached(dev) -> str | None:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "no CUDA device on this machine"
+        index = dev.index if dev.type == "cuda" and dev.index is not None else torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+    except Exception as e:  # pragma: no cover - depends on the machine
+        return f"cannot query the CUDA device ({type(e).__name__}: {e})"
+    if major != 9:
+        return f"this kernel is SM90 (Hopper) only; the device is sm_{major}{minor} (no SM80/SM100 path)"
+    try:
+        import cutlass  # noqa: F401
+        import cutlass.cute  # noqa: F401
+    except Exception as e:
+        return f"nvidia-cutlass-dsl is not importable ({type(e).__name__}: {e})"
+    return None
+
+
+def takes(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, out_dtype=None) -> str | None:
+    """None when gemm() can run these operands on this machine; else one line saying why not.
+
+    Looks only at shapes, strides, dtypes and storage offsets (works on FakeTensors/meta tensors)."""
+    import torch
+
+    half = (torch.float16, torch.bfloat16)
+    if a.dtype not in half or b.dtype != a.dtype:
+        return f"operands must be fp16 or bf16 of one dtype (got {a.dtype}, {b.dtype})"
+    if a.dim() not in (2, 3) or b.dim() != a.dim():
+        return f"operands must both be 2-D or both 3-D (got {a.dim()}-D and {b.dim()}-D)"
+    if a.shape[-1] != b.shape[-2]:
+        return f"inner dims differ: a {tuple(a.shape)}, b {tuple(b.shape)}"
+    if a.dim() == 3 and a.shape[0] != b.shape[0]:
+        return f"batch sizes differ: a {tuple(a.shape)}, b {tuple(b.shape)}"
+    if not _is_int(*a.shape, *b.shape):
+        return "symbolic shapes"
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if k == 0:
+        return "K == 0 (nothing for the MMA to do)"
+    for name, t in (("A", a), ("B", b)):
+        why = _operand_problem(name, t)
+        if why:
+            return why
+    out_dtype = a.dtype if out_dtype is None else out_dtype
+    if out_dtype not in (*half, torch.float32):
+        return f"output dtype {out_dtype} is not fp16/bf16/fp32"
+    out_shape = (*a.shape[:-1], n)
+    if m * n * (a.shape[0] if a.dim() == 3 else 1) > _INT32_MAX:
+        return "output has more than 2**31 elements (32-bit indexing)"
+    epi_ok = (torch.float16, torch.bfloat16, torch.float32)
+    if bias is not None:
+        if bias.dtype not in epi_ok:
+            return f"bias dtype {bias.dtype} is not fp16/bf16/fp32"
+        if not _broadcast_ok(bias, out_shape):
+            return f"bias {tuple(bias.shape)} does not broadcast to the output {out_shape}"
+    steps = tuple(steps)
+    for s in steps:
+        if s not in STEP_NAMES:
+            return f"epilogue step {s!r} is not supported (supported: {', '.join(STEP_NAMES)})"
+    if "bias" in steps:
+        if epi_bias is None:
+            return "step 'bias' needs epi_bias"
+        if epi_bias.dtype not in epi_ok or epi_bias.dim() != 1 or epi_bias.shape[0] != n:
+            return f"epi_bias must be a length-{n} fp16/bf16/fp32 vector (got {tuple(epi_bias.shape)} {epi_bias.dtype})"
+    if "residual" in steps:
+        if residual is None:
+            return "step 'residual' needs residual"
+        if residual.dtype not in epi_ok:
+            return f"residual dtype {residual.dtype} is not fp16/bf16/fp32"
+        if not _broadcast_ok(residual, out_shape):
+            return f"residual {tuple(residual.shape)} does not broadcast to the output {out_shape}"
+    for name, t in (("bias", bias), ("epi_bias", epi_bias), ("residual", residual)):
+        if t is not None and not _is_int(*t.shape, *t.stride(), t.storage_offset()):
+            return f"{name} has symbolic sizes or strides"
+    return _device_problem(a)
+
+
+# --------------------------------------------------------------------------- the CuteDSL kernel
+
+
+def _ensure_cache_dir() -> None:
+    """Point CuteDSL's file cache at GEMMGUARD_CUTE_CACHE_DIR when set (before cutlass is imported).
+    Whether cute.compile uses that cache is unverified (see the module docstring)."""
+    d = os.environ.get("GEMMGUARD_CUTE_CACHE_DIR")
+    if d and "CUTE_DSL_CACHE_DIR" not in os.environ:
+        os.makedirs(d, exist_ok=True)
+        os.environ["CUTE_DSL_CACHE_DIR"] = d
+
+
+def _epilogue_apply(v, r, c, l, cfgkey, mBias, mEpiBias, mRes, scale):
+    """fp32 epilogue of one accumulator element at output (r, c, l); trace-time Python, so the
+    step chain unrolls into straight-line code."""
+    import cutlass
+    import cutlass.cute as cute
+
+    has_bias, steps = cfgkey
+    if has_bias:
+        v = v + mBias[(r, c, l)].to(cutlass.Float32)
+    for s in steps:
+        if s == "bias":
+            v = v + mEpiBias[c].to(cutlass.Float32)
+        elif s == "relu":
+            v = cute.arch.fmax(v, cutlass.Float32(0.0))
+        elif s == "gelu":
+            v = cutlass.Float32(0.5) * v * (cutlass.Float32(1.0) + cute.math.erf(v * cutlass.Float32(0.7071067811865476)))
+        elif s == "silu":
+            v = v / (cutlass.Float32(1.0) + cute.math.exp(-v))
+        elif s == "sigmoid":
+            v = cutlass.Float32(1.0) / (cutlass.Float32(1.0) + cute.math.exp(-v))
+        elif s == "tanh":
+            v = cute.math.tanh(v)
+        elif s == "scale":
+            v = v * scale
+        elif s == "residual":
+            v = v + mRes[(r, c, l)].to(cutlass.Float32)
+        # "cast": the output dtype is chosen separately; nothing to do in registers
+    return v
+
+
+def _build_kernel_class():
+    """Define the kernel class lazily (it needs cutlass at class-definition time)."""
+    import cuda.bindings.driver as cuda
+    import cutlass
+    import cutlass.cute as cute
+    import cutlass.pipeline as pipeline
+    import cutlass.utils.hopper_helpers as sm90
+    from cutlass.cute.nvgpu import cpasync, warpgroup
+    from cutlass.memory import SmemAllocator
+    from cutlass.utils import LayoutEnum
+
+    Int32, Float32 = cutlass.Int32, cutlass.Float32
+
+    class Sm90Gemm:
+        """One compiled variant; every attribute is a compile-time constant."""
+
+        def __init__(self, ab_dtype, out_dtype, a_kmajor, b_kmajor, cfg: TileConfig,
+                     bias_dtype, epi_bias_dtype, res_dtype, steps, c_aligned=True):
+            self.c_aligned = c_aligned  # output row/batch strides are multiples of 8: vector stores
+            self.ab_dtype = ab_dtype
+            self.out_dtype = out_dtype
+            self.a_kmajor = a_kmajor
+            self.b_kmajor = b_kmajor
+            self.cfg = cfg
+            self.bias_dtype = bias_dtype
+            self.epi_bias_dtype = epi_bias_dtype
+            self.res_dtype = res_dtype
+            self.has_bias = bias_dtype is not None
+            self.steps = tuple(steps)
+            self.tile = (cfg.bm, cfg.bn, cfg.bk)
+            self.threads = 128 * (1 + cfg.consumers)
+            # shared memory: both operand rings (1024-byte aligned for the swizzle) + 2 barriers/stage
+            self.a_stage_bytes = cfg.bm * cfg.bk * ab_dtype.width // 8
+            self.b_stage_bytes = cfg.bn * cfg.bk * ab_dtype.width // 8
+            self.smem_bytes = (self.a_stage_bytes + self.b_stage_bytes) * cfg.stages + 3 * 1024 + 16 * cfg.stages
+
+        # ---------------------------------------------------------------- host side
+
+        @cute.jit
+        def __call__(self, pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer,
+                     pBias: cute.Pointer, pEpiBias: cute.Pointer, pRes: cute.Pointer,
+                     M: Int32, N: Int32, K: Int32, L: Int32,
+                     sA0: Int32, sAL: Int32, sB0: Int32, sBL: Int32, sCM: Int32, sCL: Int32,
+                     sBiasM: Int32, sBiasN: Int32, sBiasL: Int32, sEpi: Int32,
+                     sResM: Int32, sResN: Int32, sResL: Int32,
+                     scale: Float32, max_ctas: Int32, stream: cuda.CUstream):
+            # Global views in CuTe's (row, reduction, batch) convention: A (M,K,L), B (N,K,L), C (M,N,L).
+            if cutlass.const_expr(self.a_kmajor):
+                mA = cute.make_tensor(pA, cute.make_layout((M, K, L), stride=(cute.assume(sA0, divby=8), 1, cute.assume(sAL, divby=8))))
+            else:
+                mA = cute.make_tensor(pA, cute.make_layout((M, K, L), stride=(1, cute.assume(sA0, divby=8), cute.assume(sAL, divby=8))))
+            if cutlass.const_expr(self.b_kmajor):
+                mB = cute.make_tensor(pB, cute.make_layout((N, K, L), stride=(cute.assume(sB0, divby=8), 1, cute.assume(sBL, divby=8))))
+            else:
+                mB = cute.make_tensor(pB, cute.make_layout((N, K, L), stride=(1, cute.assume(sB0, divby=8), cute.assume(sBL, divby=8))))
+            if cutlass.const_expr(self.c_aligned):
+                mC = cute.make_tensor(pC, cute.make_layout((M, N, L), stride=(cute.assume(sCM, divby=8), 1, cute.assume(sCL, divby=8))))
+            else:
+                mC = cute.make_tensor(pC, cute.make_layout((M, N, L), stride=(sCM, 1, sCL)))
+            mBias = cute.make_tensor(pBias, cute.make_layout((M, N, L), stride=(sBiasM, sBiasN, sBiasL)))
+            mEpiBias = cute.make_tensor(pEpiBias, cute.make_layout((N,), stride=(sEpi,)))
+            mRes = cute.make_tensor(pRes, cute.make_layout((M, N, L), stride=(sResM, sResN, sResL)))
+
+            a_layout = LayoutEnum.ROW_MAJOR if cutlass.const_expr(self.a_kmajor) else LayoutEnum.COL_MAJOR
+            # LayoutEnum speaks of the (rows, K) view: ROW_MAJOR = K contiguous, for A and for B (N,K)
+            b_layout = LayoutEnum.ROW_MAJOR if cutlass.const_expr(self.b_kmajor) else LayoutEnum.COL_MAJOR
+            cfg = self.cfg
+            tiled_mma = sm90.make_trivial_tiled_mma(
+                self.ab_dtype, self.ab_dtype,
+                a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
+                Float32, (cfg.consumers, 1, 1), (cfg.bm // cfg.consumers, cfg.bn))
+            sA_layout = sm90.make_smem_layout_a(a_layout, self.tile, self.ab_dtype, cfg.stages)
+            sB_layout = sm90.make_smem_layout_b(b_layout, self.tile, self.ab_dtype, cfg.stages)
+
+            tma_a, gA_tma = cpasync.make_tiled_tma_atom(
+                cpasync.CopyBulkTensorTileG2SOp(), mA, cute.select(sA_layout, mode=[0, 1]), (cfg.bm, cfg.bk))
+            tma_b, gB_tma = cpasync.make_tiled_tma_atom(
+                cpasync.CopyBulkTensorTileG2SOp(), mB, cute.select(sB_layout, mode=[0, 1]), (cfg.bn, cfg.bk))
+
+            tiles_m = (M + cfg.bm - 1) // cfg.bm
+            tiles_n = (N + cfg.bn - 1) // cfg.bn
+            num_tiles = tiles_m * tiles_n * L
+            grid = cutlass.min(num_tiles, max_ctas)
+            self.kernel(tma_a, gA_tma, tma_b, gB_tma, mC, mBias, mEpiBias, mRes, scale,
+                        tiled_mma, sA_layout, sB_layout, M, N, K, tiles_m, tiles_n, num_tiles).launch(
+                grid=[grid, 1, 1], block=[self.threads, 1, 1], smem=self.smem_bytes, stream=stream)
+
+        # ---------------------------------------------------------------- device side
+
+        @cute.kernel
+        def kernel(self, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom, gB_tma: cute.Tensor,
+                   mC: cute.Tensor, mBias: cute.Tensor, mEpiBias: cute.Tensor, mRes: cute.Tensor,
+                   scale: Float32, tiled_mma: cute.TiledMma,
+                   sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
+                   M: Int32, N: Int32, K: Int32, tiles_m: Int32, tiles_n: Int32, num_tiles: Int32):
+            cfg = self.cfg
+            bm, bn, bk = self.tile
+            tidx, _, _ = cute.arch.thread_idx()
+            warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+            bid, _, _ = cute.arch.block_idx()
+            nblk, _, _ = cute.arch.grid_dim()
+
+            if warp == 0:
+                cpasync.prefetch_descriptor(tma_a)
+                cpasync.prefetch_descriptor(tma_b)
+
+            smem = SmemAllocator()
+            bars = smem.allocate_array(cutlass.Int64, num_elems=2 * cfg.stages, byte_alignment=8)
+            sA = smem.allocate_tensor(self.ab_dtype, sA_layout.outer, byte_alignment=1024, swizzle=sA_layout.inner)
+            sB = smem.allocate_tensor(self.ab_dtype, sB_layout.outer, byte_alignment=1024, swizzle=sB_layout.inner)
+
+            ring = pipeline.PipelineTmaAsync.create(
+                num_stages=cfg.stages,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                # consumer_release arrives once per consumer warp
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * cfg.consumers),
+                tx_count=self.a_stage_bytes + self.b_stage_bytes,
+                barrier_storage=bars,
+                cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+            )
+
+            # (BM, BK, m, k, l) and (BN, BK, n, k, l) tile views of the TMA coordinate tensors
+            gA = cute.local_tile(gA_tma, (bm, bk), (None, None, None))
+            gB = cute.local_tile(gB_tma, (bn, bk), (None, None, None))
+            tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
+                                               cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+            tBsB, tBgB = cpasync.tma_partition(tma_b, 0, cute.make_layout(1),
+                                               cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+            k_tiles = (K + bk - 1) // bk
+            band = GROUP_M * tiles_n
+            per_batch = tiles_m * tiles_n
+
+            if warp < 4:
+                # ------------------------------------------------------------ producer warpgroup
+                cute.arch.setmaxregister_decrease(40)
+                if warp == 0:
+                    wstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
+                    for t in cutlass.range(bid, num_tiles, nblk, unroll=1):
+                        l = t // per_batch
+                        r = t - l * per_batch
+                        first_m = (r // band) * GROUP_M
+                        rows = cutlass.min(tiles_m - first_m, GROUP_M)
+                        in_band = r - (r // band) * band
+                        tm = first_m + in_band % rows
+                        tn = in_band // rows
+                        for kt in cutlass.range(k_tiles, unroll=1):
+                            ring.producer_acquire(wstate)
+                            cute.copy(tma_a, tAgA[(None, tm, kt, l)], tAsA[(None, wstate.index)],
+                                      tma_bar_ptr=ring.producer_get_barrier(wstate))
+                            cute.copy(tma_b, tBgB[(None, tn, kt, l)], tBsB[(None, wstate.index)],
+                                      tma_bar_ptr=ring.producer_get_barrier(wstate))
+                            ring.producer_commit(wstate)
+                            wstate.advance()
+                    ring.producer_tail(wstate)
+            else:
+                # ------------------------------------------------------------ consumer warpgroups
+                cute.arch.setmaxregister_increase(232 if cfg.consumers == 2 else 240)
+                ctid = tidx - 128
+                thr_mma = tiled_mma.get_slice(ctid)
+                tCsA = thr_mma.partition_A(sA)
+                tCsB = thr_mma.partition_B(sB)
+                tCrA = tiled_mma.make_fragment_A(tCsA)
+                tCrB = tiled_mma.make_fragment_B(tCsB)
+                acc = tiled_mma.make_fragment_C(thr_mma.partition_shape_C((bm, bn)))
+                tCcC = thr_mma.partition_C(cute.make_identity_tensor((bm, bn)))
+                kblocks = cute.size(tCrA, mode=[2])
+                # accumulator pairs are adjacent columns: store them 32 bits (64 for fp32) at a time
+                store_atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.out_dtype,
+                                                 num_bits_per_copy=2 * self.out_dtype.width)
+
+                rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
+                fstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
+                for t in cutlass.range(bid, num_tiles, nblk, unroll=1):
+                    l = t // per_batch
+                    r = t - l * per_batch
+                    first_m = (r // band) * GROUP_M
+                    rows = cutlass.min(tiles_m - first_m, GROUP_M)
+                    in_band = r - (r // band) * band
+                    tm = first_m + in_band % rows
+                    tn = in_band // rows
+
+                    # first k-tile: overwrite the accumulators
+                    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+                    ring.consumer_wait(rstate)
+                    warpgroup.fence()
+                    for kb in cutlass.range_constexpr(kblocks):
+                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, rstate.index)],
+                                  tCrB[(None, None, kb, rstate.index)], acc)
+                        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+                    warpgroup.commit_group()
+                    rstate.advance()
+                    # later k-tiles: keep one WGMMA batch in flight, free the stage before it
+                    for kt in cutlass.range(1, k_tiles, unroll=1):
+                        ring.consumer_wait(rstate)
+                        warpgroup.fence()
+                        for kb in cutlass.range_constexpr(kblocks):
+                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, rstate.index)],
+                                      tCrB[(None, None, kb, rstate.index)], acc)
+                        warpgroup.commit_group()
+                        warpgroup.wait_group(1)
+                        ring.consumer_release(fstate)
+                        fstate.advance()
+                        rstate.advance()
+                    warpgroup.wait_group(0)
+                    ring.consumer_release(fstate)
+                    fstate.advance()
+
+                    # epilogue in fp32 registers, masked store
+                    row0 = tm * bm
+                    col0 = tn * bn
+                    gC = cute.local_tile(mC[(None, None, l)], (bm, bn), (tm, tn))
+                    tCgC = thr_mma.partition_C(gC)
+                    out = cute.make_rmem_tensor_like(acc, self.out_dtype)
+                    for i in cutlass.range_constexpr(cute.size(acc)):
+                        rr = row0 + tCcC[i][0]
+                        cc = col0 + tCcC[i][1]
+                        v = acc[i]
+                        if cutlass.const_expr(self.has_bias or len(self.steps) > 0):
+                            # out-of-range lanes read a valid element instead (their result is dropped)
+                            rs = cutlass.min(rr, M - 1)
+                            cs = cutlass.min(cc, N - 1)
+                            v = _epilogue_apply(v, rs, cs, l, (self.has_bias, self.steps),
+                                                mBias, mEpiBias, mRes, scale)
+                        out[i] = v.to(self.out_dtype)
+                    if cutlass.const_expr(self.c_aligned):
+                        if row0 + bm <= M and col0 + bn <= N:
+                            cute.copy(store_atom, out, tCgC)
+                        else:
+                            for i in cutlass.range_constexpr(cute.size(acc)):
+                                if row0 + tCcC[i][0] < M and col0 + tCcC[i][1] < N:
+                                    tCgC[i] = out[i]
+                    else:
+                        for i in cutlass.range_constexpr(cute.size(acc)):
+                            if row0 + tCcC[i][0] < M and col0 + tCcC[i][1] < N:
+                                tCgC[i] = out[i]
+
+    return Sm90Gemm
+
+
+_kernel_cls = None
+
+
+def _cls():
+    global _kernel_cls
+    if _kernel_cls is None:
+        _ensure_cache_dir()
+        _kernel_cls = _build_kernel_class()
+    return _kernel_cls
+
+
+def _cutlass_dtype(torch_dtype):
+    import cutlass
+    import torch
+
+    return {torch.float16: cutlass.Float16, torch.bfloat16: cutlass.BFloat16,
+            torch.float32: cutlass.Float32}[torch_dtype]
+
+
+def variant_key(ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned=True):
+    return (str(ab), str(out), a_kmajor, b_kmajor, cfg.name, str(bias_dt), str(epi_dt), str(res_dt),
+            tuple(steps), c_aligned)
+
+
+def _compile(key, ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned):
+    """Compile one variant (no GPU needed if CUTE_DSL_ARCH is set).  Returns the compiled callable."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    gemm_cls = _cls()
+    cd = _cutlass_dtype
+    obj = gemm_cls(cd(ab), cd(out), a_kmajor, b_kmajor, cfg,
+                   None if bias_dt is None else cd(bias_dt),
+                   None if epi_dt is None else cd(epi_dt),
+                   None if res_dt is None else cd(res_dt), steps, c_aligned)
+    gmem = cute.AddressSpace.gmem
+
+    def p(dt, align=16):
+        return make_ptr(dt, 16, gmem, assumed_align=align)
+
+    aux = cutlass.Float32
+    z = cutlass.Int32(8)
+    args = [p(cd(ab)), p(cd(ab)), p(cd(out)),
+            p(cd(bias_dt) if bias_dt is not None else aux, 2),
+            p(cd(epi_dt) if epi_dt is not None else aux, 2),
+            p(cd(res_dt) if res_dt is not None else aux, 2),
+            *[z] * 17, cutlass.Float32(1.0), z, make_fake_stream()]
+    t0 = time.perf_counter()
+    fn = cute.compile(obj, *args)
+    _compile_seconds[key] = time.perf_counter() - t0
+    return fn
+
+
+def compile_variant(ab, out, a_kmajor, b_kmajor, cfg, bias_dt=None, epi_dt=None, res_dt=None, steps=(),
+                    c_aligned=True):
+    key = variant_key(ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned)
+    with _lock:
+        fn = _compiled.get(key)
+        if fn is None:
+            fn = _compile(key, ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned)
+            _compiled[key] = fn
+    return fn
+
+
+def cold_compile_seconds() -> dict:
+    """Seconds each compiled variant took to compile in this process (key -> s)."""
+    return {"|".join(map(str, k)): round(v, 3) for k, v in _compile_seconds.items()}
+
+
+def _sms(device) -> int:
+    import torch
+
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _sm_count:
+        _sm_count[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _sm_count[idx]
+
+
+def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5, out_dtype=None, config=None):
+    """out = epilogue(a @ b + bias).  Raises ValueError (takes()'s reason) when takes() refuses.
+
+    ``config``: optional TileConfig (or its name) to force a tile configuration (benchmarks)."""
+    why = takes(a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual, out_dtype=out_dtype)
+    if why:
+        raise ValueError(why)
+    import cutlass
+    import torch
+    from cuda.bindings import driver as cuda
+    from cutlass.cute.runtime import make_ptr
+    import cutlass.cute as cute
+
+    steps = tuple(steps)
+    out_dtype = a.dtype if out_dtype is None else out_dtype
+    batched = a.dim() == 3
+    L = a.shape[0] if batched else 1
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    out_shape = (L, M, N) if batched else (M, N)
+    out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
+    if M == 0 or N == 0 or L == 0:
+        return out
+    a3 = a if batched else a.unsqueeze(0)
+    b3 = b if batched else b.unsqueeze(0)
+    c3 = out if batched else out.unsqueeze(0)
+    a_kmajor = _unit_dim(a) == -1
+    b_kmajor = _unit_dim(b) == -2
+    # A (M,K): K-major -> stride of M; else stride of K.  B (K,N): K-major -> stride of N; else stride of K.
+    sA0 = a3.stride(1) if a_kmajor else a3.stride(2)
+    sB0 = b3.stride(2) if b_kmajor else b3.stride(1)
+
+    def bstride(t3, i):  # batch stride; with L == 1 a harmless one past the whole matrix
+        if L > 1:
+            return t3.stride(0)
+        span = max(t3.shape[1] * t3.stride(1), t3.shape[2] * t3.stride(2))
+        return (span + 7) // 8 * 8
+
+    if isinstance(config, str):
+        config = CONFIGS[config]
+    cfg = config or pick_config(M, N, L, _sms(a.device))
+
+    def bview(t):
+        t = t.expand(out_shape)
+        return t if batched else t.unsqueeze(0)
+
+    bias3 = bview(bias) if bias is not None else None
+    res3 = bview(residual) if "residual" in steps else None
+    epi = epi_bias if "bias" in steps else None
+    fn = compile_variant(a.dtype, out_dtype, a_kmajor, b_kmajor, cfg,
+                         None if bias3 is None else bias3.dtype,
+                         None if epi is None else epi.dtype,
+                         None if res3 is None else res3.dtype, steps,
+                         c3.stride(1) % 8 == 0 and c3.stride(0) % 8 == 0)
+    cd = _cutlass_dtype
+    gmem = cute.AddressSpace.gmem
+
+    def ptr(t, align):
+        return make_ptr(cd(t.dtype), t.data_ptr(), gmem, assumed_align=align)
+
+    def aux(t):
+        return ptr(t, 2) if t is not None else make_ptr(cutlass.Float32, out.data_ptr(), gmem, assumed_align=2)
+
+    def s3(t):
+        return (t.stride(1), t.stride(2), t.stride(0)) if t is not None else (0, 0, 0)
+
+    bs, rs = s3(bias3), s3(res3)
+    stream = cuda.CUstream(torch.cuda.current_stream(a.device).cuda_stream)
+    fn(ptr(a3, 16), ptr(b3, 16), ptr(c3, 16), aux(bias3), aux(epi), aux(res3),
+       M, N, K, L, sA0, bstride(a3, 0), sB0, bstride(b3, 0), c3.stride(1), c3.stride(0),
+       bs[0], bs[1], bs[2], epi.stride(0) if epi is not None else 0, rs[0], rs[1], rs[2],
+       float(scale), _sms(a.device), stream)
+    return out
