@@ -8,9 +8,8 @@ import traceback
 
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import torch  # noqa: E402
-
-import cute_gemm as cg  # noqa: E402
+import cute_gemm as cg
+import torch
 
 quick = "quick" in sys.argv
 cases = []

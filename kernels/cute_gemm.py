@@ -88,7 +88,7 @@ def _operand_problem(name: str, t) -> str | None:
     off = t.storage_offset()
     if not _is_int(*shape, *stride, off):
         return f"operand {name} has symbolic sizes or strides"
-    if stride[-1] == 1 or shape[-1] == 1 and stride[-2] != 1:
+    if stride[-1] == 1 or (shape[-1] == 1 and stride[-2] != 1):
         unit = len(shape) - 1
     elif stride[-2] == 1:
         unit = len(shape) - 2
@@ -110,7 +110,7 @@ def _operand_problem(name: str, t) -> str | None:
 def _unit_dim(t) -> int:
     """Index (within the last two dims, from the end: -1 or -2) of an operand's unit stride."""
     stride = t.stride()
-    if stride[-1] == 1 or t.shape[-1] == 1 and stride[-2] != 1:
+    if stride[-1] == 1 or (t.shape[-1] == 1 and stride[-2] != 1):
         return -1
     return -2
 
@@ -150,7 +150,7 @@ def _device_problem_uncached(dev) -> str | None:
     if major != 9:
         return f"this kernel is SM90 (Hopper) only; the device is sm_{major}{minor} (no SM80/SM100 path)"
     try:
-        import cutlass  # noqa: F401
+        import cutlass
         import cutlass.cute  # noqa: F401
     except Exception as e:
         return f"nvidia-cutlass-dsl is not importable ({type(e).__name__}: {e})"
@@ -583,10 +583,10 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
     if why:
         raise ValueError(why)
     import cutlass
+    import cutlass.cute as cute
     import torch
     from cuda.bindings import driver as cuda
     from cutlass.cute.runtime import make_ptr
-    import cutlass.cute as cute
 
     steps = tuple(steps)
     out_dtype = a.dtype if out_dtype is None else out_dtype

@@ -106,7 +106,9 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, 
     args = (a, b, out, bias3, epi3, res3, batch, m, n, k, *a.stride(), *b.stride(), *out.stride(),
             *s_bias, *s_epi, *s_res, float(scale))
     flags = dict(HAS_BIAS=bias is not None, S0=codes[0], S1=codes[1], S2=codes[2], S3=codes[3], PRECISION=precision)
-    if not interpreting() and _tma_fits(a, b, out):
+    if _split_k_pays(m, n, k, batch, a):
+        _launch_split_k(args, flags, out)
+    elif not interpreting() and _tma_fits(a, b, out):
         _launch_tma(args, flags, a.device)
     elif interpreting():
         # The interpreter computes in numpy: one modest tile, no autotuning (timing means nothing there).
@@ -123,7 +125,6 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, 
 # ---------------------------------------------------------------------------------------------- kernels
 import triton  # noqa: E402  (after the torch-only helpers above, which the graph pass uses on FakeTensors)
 import triton.language as tl  # noqa: E402
-
 from triton.language.extra import libdevice  # noqa: E402
 
 if interpreting():
@@ -250,7 +251,7 @@ def _prune(configs: list, named_args: dict, **_: Any) -> list:
     kept = []
     for c in configs:
         bm, bn, bk = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]
-        if m <= 32 and bm > 32 or m > 64 and bm < 64:
+        if (m <= 32 and bm > 32) or (m > 64 and bm < 64):
             continue
         if bn > 2 * triton.next_power_of_2(n) and bn > 32:
             continue
@@ -278,7 +279,7 @@ def _tma_fits(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
 
     def ok(t: torch.Tensor) -> bool:
         s = t.stride()
-        inner = s[2] == 1 and (s[1] * size) % 16 == 0 or s[1] == 1 and (s[2] * size) % 16 == 0
+        inner = (s[2] == 1 and (s[1] * size) % 16 == 0) or (s[1] == 1 and (s[2] * size) % 16 == 0)
         return inner and t.data_ptr() % 16 == 0
 
     return a.stride(2) == 1 and ok(a) and ok(b)
@@ -359,3 +360,90 @@ def _launch_tma(args: tuple, flags: dict, device: torch.device) -> None:
         return (min(sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
 
     _tma_tuned()[grid](*a_ptr_args, **flags, B_KMAJOR=b_kmajor, NUM_SMS=sms)
+
+
+# ------------------------------------------------------------------ decode shapes: split K, then the epilogue
+def _split_k_pays(m: int, n: int, k: int, batch: int, a: torch.Tensor) -> bool:
+    """A few rows and a long K (decode: 16 x 4096 x 4096) leave most SMs idle with one program per tile:
+    splitting K over several programs per tile streams B from every SM."""
+    if os.environ.get("GEMMGUARD_KERNELS_SPLIT_K", "1") == "0" or a.device.type != "cuda" or interpreting():
+        return False
+    tiles = triton.cdiv(m, 16) * triton.cdiv(n, 64) * batch
+    return m <= 64 and k >= 1024 and tiles < 2 * _sms(a.device.index or 0)
+
+
+@triton.jit
+def _gemm_split_k(a_ptr, b_ptr, ws_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn,
+                  PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  SPLIT_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """One K slice of one output tile, added into a float32 workspace (batch, M, N)."""
+    pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    z = tl.program_id(1).to(tl.int64)
+    split = tl.program_id(2)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per = tl.cdiv(k_tiles, SPLIT_K)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = split * per * BLOCK_K + tl.arange(0, BLOCK_K)
+    rm = (offs_m % M).to(tl.int64)
+    rn = (offs_n % N).to(tl.int64)
+    a_ptrs = a_ptr + z * s_ab + rm[:, None] * s_am + offs_k[None, :] * s_ak
+    b_ptrs = b_ptr + z * s_bb + offs_k[:, None] * s_bk + rn[None, :] * s_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kk in range(split * per, tl.minimum((split + 1) * per, k_tiles)):
+        k_left = K - kk * BLOCK_K
+        a = tl.load(a_ptrs, mask=tl.arange(0, BLOCK_K)[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=tl.arange(0, BLOCK_K)[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BLOCK_K * s_ak
+        b_ptrs += BLOCK_K * s_bk
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    ws = ws_ptr + z * M * N + offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+    tl.atomic_add(ws, acc, mask=mask, sem="relaxed")
+
+
+@triton.jit
+def _epilogue_of_sums(ws_ptr, c_ptr, bias_ptr, epi_ptr, res_ptr, M, N,
+                      s_cb, s_cm, s_cn, s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
+                      HAS_BIAS: tl.constexpr, S0: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr,
+                      S3: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    z = tl.program_id(1)
+    offs_m = tl.program_id(0) // tl.cdiv(N, BLOCK_N) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(0) % tl.cdiv(N, BLOCK_N) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    ws = ws_ptr + z.to(tl.int64) * M * N + offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+    acc = tl.load(ws, mask=mask, other=0.0)
+    _epilogue(acc, z, offs_m, offs_n, M, N, c_ptr, bias_ptr, epi_ptr, res_ptr,
+              s_cb, s_cm, s_cn, s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
+              HAS_BIAS, S0, S1, S2, S3)
+
+
+def _split_configs() -> list[triton.Config]:
+    shapes = [  # BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, stages, warps
+        (16, 64, 128, 4, 4, 4), (16, 64, 256, 2, 4, 4), (16, 32, 256, 2, 4, 4), (16, 128, 128, 8, 4, 4),
+        (16, 64, 128, 8, 3, 4), (32, 64, 128, 4, 4, 4),
+    ]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "GROUP_M": 8},
+                          num_stages=s, num_warps=w) for bm, bn, bk, sk, s, w in shapes]
+
+
+@functools.cache
+def _split_tuned():
+    # Every config adds into the workspace: the autotuner zeroes it before each of its timing runs.
+    return triton.autotune(configs=_split_configs(), key=["M", "N", "K", "s_ak", "s_bn", "PRECISION"],
+                           reset_to_zero=["ws_ptr"])(_gemm_split_k)
+
+
+def _launch_split_k(args: tuple, flags: dict, out: torch.Tensor) -> None:
+    a, b, c, bias, epi, res, batch, m, n, k = args[:10]
+    s_a, s_b, s_c = args[10:13], args[13:16], args[16:19]
+    ws = torch.zeros((batch, m, n), device=a.device, dtype=torch.float32)
+
+    def grid(meta: dict) -> tuple[int, int, int]:
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), batch, meta["SPLIT_K"])
+
+    _split_tuned()[grid](a, b, ws, m, n, k, *s_a, *s_b, PRECISION=flags["PRECISION"])
+    steps = {key: flags[key] for key in ("HAS_BIAS", "S0", "S1", "S2", "S3")}
+    grid2 = (triton.cdiv(m, 16) * triton.cdiv(n, 128), batch)
+    _epilogue_of_sums[grid2](ws, c, bias, epi, res, m, n, *s_c, *args[19:28], args[28], **steps,
+                             BLOCK_M=16, BLOCK_N=128)

@@ -270,6 +270,15 @@ def _judge(selection: _Selection, entry: _Entry, args: tuple, out: Any, dtype: s
     if wanted is None or len(tensors) != wanted or not isinstance(out, torch.Tensor):
         why = f"no float64 reference for {selection.op} with {len(tensors)} tensor inputs"
         return _unchecked(entry, selection, why, op)
+    rank = 3 if selection.op in ("bmm", "baddbmm") else 2
+    operands = tensors[-2:] if selection.op in ("addmm", "baddbmm") else tensors[:2]
+    if any(t.dim() != rank for t in operands) or out.dim() != rank:
+        # Seen on the H200 with dynamic shapes: a bmm of batch 1 autotuned as an mm whose choices take the 3-D
+        # buffers (the kernel reads them through its own strides). Judged as an mm they all looked wrong;
+        # a check that cannot tell what the choice computes says so instead of crying wolf.
+        shapes = ", ".join(str(tuple(t.shape)) for t in (*operands, out))
+        why = f"its operands reach it as {shapes}, not as the {rank}-D operands of {selection.op}"
+        return _unchecked(entry, selection, why, op)
     key = tuple((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype) for t in tensors)
     if key not in selection.references:
         selection.references[key] = _reference(selection.op, selection.kwargs, tensors, dtype, out.dtype)

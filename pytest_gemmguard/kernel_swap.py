@@ -151,7 +151,7 @@ def _next_step(node: Any, produced: Any, adds: int) -> tuple[str, Any] | None:
     """What the single consumer `node` of `produced` adds to the chain: (step, argument), or None to stop."""
     aten, prims = torch.ops.aten, torch.ops.prims
     t = node.target
-    if not node.args or node.args[0] is not produced and t not in (aten.add.Tensor, aten.mul.Tensor):
+    if not node.args or (node.args[0] is not produced and t not in (aten.add.Tensor, aten.mul.Tensor)):
         return None
     others = [x for x in node.args if x is not produced]
     if t is aten.relu.default:

@@ -161,7 +161,7 @@ class Setting:
 
 
 ENV_BACKENDS = "GEMMGUARD_BACKENDS"
-BACKEND_NAMES = "aten, triton, cutlass, cutedsl, cutedsl[quack], cpp, triton[kernels]"
+BACKEND_NAMES = "aten, triton, cutlass, cutedsl, cutedsl[quack], cpp, triton[kernels], cutedsl[kernels]"
 
 CORE: tuple[Setting, ...] = (
     Setting("backends", backend_list, ["auto"], f"comma-separated backends: {BACKEND_NAMES}; 'auto' (default: all "

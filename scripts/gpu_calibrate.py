@@ -103,7 +103,9 @@ def main() -> int:
             grouped += [c, *more[: per - 1]]
         cases = grouped
     compiler = Compiler(dynamic=args.dynamic, timeout_s=120)
-    session = GemmSession(compiler, Options(repro_dir=os.path.join(args.out, "repro")))
+    options = Options(repro_dir=os.path.join(args.out, "repro"))
+    options.compile_workers = 0  # shards run side by side already; workers of their own would fight for cores
+    session = GemmSession(compiler, options)
     rows = []
     col = args.backend
     name = "calibration.jsonl" if shards == 1 else f"calibration-{col}-{shard}.jsonl"
@@ -130,6 +132,8 @@ def main() -> int:
                 row[f"{col}_report"] = str(exc)[:2000]
             except (Unsupported, BackendCrashed) as exc:
                 row[f"{col}_skip"] = str(exc)[:200]
+            except Exception as exc:  # a compile timeout or anything else: recorded, and the next case goes on
+                row[f"{col}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         rows.append(row)
         log.write(json.dumps(row, default=str) + "\n")
         log.flush()
@@ -172,12 +176,20 @@ def table(rows: list, col: str, elapsed: float, mode: str) -> int:
             f"{key[0]:14s} {key[1]:18s} {n:5d}  {cell(got['eager-torch']):>24s}  {cell(got['eager-case']):>24s}  "
             f"{cell(got[col]):>24s}"
         )
+    for r in rows:  # each case over the bound, with the first lines of its report
+        if r.get(col, 0) > 1:
+            report = " | ".join(r.get(f"{col}_report", "").splitlines()[:4])
+            print(f"OVER {r['case']}: {r[col]:.3g} -- {report[:600]}")
+    errors = [r for r in rows if f"{col}_error" in r]
+    for r in errors[:5]:
+        print(f"ERROR {r['case']}: {r[f'{col}_error'][:300]}")
     over = {c: sum(1 for r in rows if r.get(c, 0) > 1) for c in cols}
     compiled = sum(1 for r in rows if col in r)
     skipped = sum(1 for r in rows if f"{col}_skip" in r)
     print(
         f"TOTAL cases {len(rows)}, over the bound: eager-torch {over['eager-torch']}, eager-case "
-        f"{over['eager-case']}, {col} {over[col]} of {compiled} checked ({skipped} unsupported); dtypes {sorted(DTYPES)}"
+        f"{over['eager-case']}, {col} {over[col]} of {compiled} checked ({skipped} unsupported, {len(errors)} errors); "
+        f"dtypes {sorted(DTYPES)}"
     )
     return 0
 

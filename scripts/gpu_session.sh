@@ -9,6 +9,13 @@
 #                                            (scripts/gpu_job_local.sh, issue 12); then every ordered pair of
 #                                            backends in one process (tests/test_backend_orders.py, issue 10)
 #
+#   k1 (carry .gpu/a)                        this session's first call: stage the first half; issue 14's
+#                                            benchmark table without quack (alone on the machine); then side by
+#                                            side: tests/test_kernels.py on the GPU, the triton calibration
+#                                            (issue 10: dynamic compiles, 6 shards) and the crash-containment test
+#   k2 (carry .gpu/b .gpu/cutlass_api_src)   install the CuteDSL set; kernels/check_cute.py; the kernels table
+#                                            with quack and cutedsl[kernels]; every ordered pair of backends
+#
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -65,5 +72,88 @@ b)
   grep -E "PASSED|FAILED|SKIPPED|ERROR" "$out/orders.txt" | cut -c1-160 | tail -30
   summary orders "$out/orders.txt"
   ;;
-*) echo "gpu_session.sh: phase must be a or b" >&2; exit 2 ;;
+k1)
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  export PYTHONPATH=$PWD:/tmp/site_a
+  timeout -k 5 200 python3 -m pytest "${plugins[@]}" -s scripts/gpu_bench_kernels.py \
+    --gemm-backends='aten,triton,triton[kernels]' >"$out/kernels-bench.txt" 2>&1
+  echo "rc=$?" >>"$out/kernels-bench.txt"
+  for i in 0 1 2 3 4 5; do
+    (timeout -k 5 330 python3 scripts/gpu_calibrate.py --backend triton --dynamic --cases 2400 --seeds 8 \
+      --per-structure 10 --compiled 100000 --shard "$i/6" --deadline 300 --out "$out/calib" \
+      >"$out/calib-$i.txt" 2>&1; echo "rc=$?" >>"$out/calib-$i.txt") &
+  done
+  (timeout -k 5 330 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -v -rs >"$out/kernels-tests.txt" 2>&1
+   echo "rc=$?" >>"$out/kernels-tests.txt") &
+  (timeout -k 5 330 python3 -m pytest "${plugins[@]}" tests/gpu/test_gpu_containment.py --gemm-backends=triton -v -rs \
+    >"$out/containment.txt" 2>&1; echo "rc=$?" >>"$out/containment.txt") &
+  wait
+  cat "$out/env.txt"
+  grep "^KERNELS" "$out/kernels-bench.txt"; summary kernels-bench "$out/kernels-bench.txt"
+  python3 scripts/gpu_calibrate.py --merge --backend triton --out "$out/calib" | tail -30 >"$out/calib-table.txt"
+  cat "$out/calib-table.txt"; tail -2 "$out"/calib-*.txt | grep -v "^$" | tail -12
+  grep -E "PASSED|FAILED|SKIPPED|ERROR" "$out/kernels-tests.txt" | cut -c1-160
+  summary kernels-tests "$out/kernels-tests.txt"
+  grep -E "PASSED|FAILED|SKIPPED|ERROR" "$out/containment.txt" | cut -c1-160
+  summary containment "$out/containment.txt"
+  ;;
+ka)  # a short first call: stage the first half; triton[kernels] alone in issue 14's table; the kernel tests
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  export PYTHONPATH=$PWD
+  log="$out/ka.txt"
+  timeout -k 5 150 python3 -m pytest "${plugins[@]}" -s scripts/gpu_bench_kernels.py \
+    --gemm-backends='triton[kernels]' >"$out/ka-bench.txt" 2>&1; echo "bench rc=$?" >>"$out/ka-bench.txt"
+  timeout -k 5 150 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -v -rs -k "not default_space" \
+    >"$out/ka-tests.txt" 2>&1; echo "tests rc=$?" >>"$out/ka-tests.txt"
+  { cat "$out/env.txt"; grep "^KERNELS\|rc=" "$out/ka-bench.txt"; grep -E "PASSED|FAILED|SKIPPED|ERROR|rc=" "$out/ka-tests.txt" | cut -c1-200
+    grep -E "^E " "$out/ka-tests.txt" | head -30 | cut -c1-300; } | tee "$log"
+  rm -f "$out/ka-bench.txt.keep"; grep -E "^E |Error" "$out/ka-bench.txt" | head -20 >>"$log"
+  rm -f "$out/env.txt"
+  ;;
+kb)  # the second half: the CuteDSL set; kernels/check_cute.py; quack and cutedsl[kernels] in issue 14's table;
+     # the triton calibration (issue 10), no compile-ahead workers, 5 shards, beside check_cute's sweep
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  for i in 0 1 2 3 4; do
+    (timeout -k 5 250 python3 scripts/gpu_calibrate.py --backend triton --dynamic --cases 2500 --seeds 10 \
+      --per-structure 10 --compiled 100000 --shard "$i/5" --deadline 220 --out /tmp/calib \
+      >"/tmp/calib-$i.txt" 2>&1; echo "rc=$?" >>"/tmp/calib-$i.txt") &
+  done
+  CHECK_CUTE_BUDGET_S=120 OUT=$out timeout -k 5 200 python3 kernels/check_cute.py >"$out/kb-cute.txt" 2>&1
+  echo "check_cute rc=$?" >>"$out/kb-cute.txt"
+  wait
+  timeout -k 5 170 python3 -m pytest "${plugins[@]}" -s scripts/gpu_bench_kernels.py --gemm-allow-unavailable \
+    --gemm-backends='cutedsl[quack],cutedsl[kernels]' >"$out/kb-bench.txt" 2>&1; echo "bench rc=$?" >>"$out/kb-bench.txt"
+  python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/kb-calib.txt" 2>&1
+  tail -3 /tmp/calib-*.txt >>"$out/kb-calib.txt"
+  cp /tmp/calib/calibration-triton-*.jsonl "$out/" 2>/dev/null; cat "$out"/calibration-triton-*.jsonl >"$out/kb-calibration.jsonl" 2>/dev/null
+  rm -f "$out"/calibration-triton-*.jsonl
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  tail -45 "$out/kb-cute.txt"
+  grep "^KERNELS\|rc=" "$out/kb-bench.txt"; grep -E "^E " "$out/kb-bench.txt" | head -10 | cut -c1-300
+  grep -v "^OVER\|^ERROR" "$out/kb-calib.txt" | tail -22; grep -c "^OVER" "$out/kb-calib.txt"
+  ;;
+kc)  # the last call: the split-K decode path of triton[kernels]; the dynamic-shape triton failures of the
+     # calibration replayed, dynamic then static; the two kernel tests that did not finish in ka
+  export PYTHONPATH=$PWD
+  log="$out/kc.txt"
+  cal=docs/gpu-runs/2026-12-01-kernels/kb-calibration.jsonl
+  timeout -k 5 100 python3 -m pytest "${plugins[@]}" -s scripts/gpu_bench_kernels.py -k "16x4096 or 4096x4096x4096" \
+    --gemm-backends='triton[kernels]' >/tmp/kc-bench.txt 2>&1; echo "bench rc=$?" >>/tmp/kc-bench.txt
+  (timeout -k 5 200 python3 scripts/gpu_dynamic_repro.py $cal addmm "float16 transposed_b epilogue=none" \
+    >/tmp/kc-addmm.txt 2>&1; echo "rc=$?" >>/tmp/kc-addmm.txt) &
+  (timeout -k 5 200 python3 scripts/gpu_dynamic_repro.py $cal bmm "float32 contiguous epilogue=none" \
+    >/tmp/kc-bmm.txt 2>&1; echo "rc=$?" >>/tmp/kc-bmm.txt) &
+  timeout -k 5 210 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -x -rs -k "epilogue or ragged" \
+    >/tmp/kc-tests.txt 2>&1; echo "tests rc=$?" >>/tmp/kc-tests.txt
+  wait
+  { cat "$out/env.txt"; grep "^KERNELS\|rc=" /tmp/kc-bench.txt; grep -v "^W1201\|^E1201\|^V1201" /tmp/kc-addmm.txt | cut -c1-400
+    grep -v "^W1201\|^E1201\|^V1201" /tmp/kc-bmm.txt | cut -c1-300 | head -16
+    grep -v "DEBUG" /tmp/kc-tests.txt | grep -E "^E |passed|failed|rc=|launches|AssertionError" | cut -c1-600 | head -40
+  } >"$log" 2>&1
+  rm -f "$out/env.txt"; cat "$log"
+  ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb or kc" >&2; exit 2 ;;
 esac

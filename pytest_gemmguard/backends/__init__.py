@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 
 from .base import Backend, Probe
 
-BUILTIN = ("aten", "triton", "cutlass", "cutedsl", "cutedsl_quack", "cpp", "triton_kernels")  # modules, each with a BACKEND
+BUILTIN = ("aten", "triton", "cutlass", "cutedsl", "cutedsl_quack", "cpp", "triton_kernels", "cutedsl_kernels")  # modules, each with a BACKEND
 _REGISTRY: dict[str, Backend] = {}
 _ADDED: list[str] = []  # run-time registrations, in order (a session's own are released when it ends)
 

@@ -60,14 +60,3 @@ class GpuLog:
 @pytest.fixture(scope="session")
 def gpu_log() -> GpuLog:
     return GpuLog(os.environ.get("GEMMGUARD_GPU_LOG"))
-
-
-@pytest.fixture
-def plugin_args() -> list[str]:
-    """`-p` for both plugins where gemmguard runs from a tree rather than installed (the H200 machine): a
-    pytester subprocess there has no entry points to load them by (seen: "unrecognized arguments")."""
-    import importlib.metadata
-
-    installed = {e.value for e in importlib.metadata.entry_points(group="pytest11")}
-    wanted = ("pytest_gemmguard.plugin", "pytest_gemmguard.bench.plugin")
-    return [arg for name in wanted if name not in installed for arg in ("-p", name)]
