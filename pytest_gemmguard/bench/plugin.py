@@ -130,7 +130,7 @@ def _check_files(config: pytest.Config, bench: _Bench) -> None:
                 )
     if save:
         doc = baseline.read(save)
-        if doc is not None and baseline.fingerprint_diff(doc["fingerprint"], _fingerprint(config, bench)):
+        if doc is not None and baseline.mismatch(doc, _fingerprint(config, bench)):
             if not s["baseline_force"]:
                 raise BaselineError(
                     f"gemmguard: not saving to {save}: it holds a baseline from other hardware/software "
