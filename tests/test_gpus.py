@@ -277,3 +277,36 @@ def test_the_worker_env_is_set_before_the_worker_imports_anything():
         assert gateway.remote_exec(code).receive(timeout=60) == ["GPU-b", False]
     finally:
         gateway.exit()
+
+
+LOST = """
+import os, pathlib
+
+def test_first():
+    pass
+
+def test_gpu_is_lost():
+    mark = pathlib.Path("lost-once")
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "GPU-bbbb-2222" and not mark.exists():
+        mark.write_text(os.environ["PYTEST_XDIST_WORKER"])
+        os._exit(3)  # what a lost device does to a worker: it dies mid-test
+
+def test_after():
+    with open(f"after-{os.environ['PYTEST_XDIST_WORKER']}.txt", "w") as fh:
+        fh.write(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+"""
+
+
+def test_a_worker_whose_gpu_fails_ends_its_own_test_and_its_replacement_keeps_its_gpu(pytester, monkeypatch):
+    pytest.importorskip("xdist")
+    monkeypatch.setenv(gpus.ENV_LIST, TWO)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pytester.makepyfile(test_lost=LOST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist=each")
+    out = result.stdout.str()
+    assert (pytester.path / "lost-once").read_text() == "gw1", out
+    assert "worker 'gw1' crashed while running 'test_lost.py::test_gpu_is_lost'" in out, out
+    result.assert_outcomes(passed=5, failed=1)  # the other GPU's worker ran all three
+    after = {p.stem.removeprefix("after-"): p.read_text() for p in pytester.path.glob("after-*.txt")}
+    # gw2 replaced gw1: the same spec, so the same GPU, and never the other worker's.
+    assert after == {"gw0": "GPU-aaaa-1111", "gw2": "GPU-bbbb-2222"}, after
