@@ -53,7 +53,7 @@ EOF
 where_rc=$?
 grep -E "^WHERE|one GPU per worker|passed|failed|error" "$out/where.txt" | cut -c1-300
 workers=$(grep -c '^WHERE' "$out/where.txt")
-if [ "$gpus" -le 1 ]; then
+if [ "$gpus" -eq 1 ]; then
   [ "$workers" = 1 ] && echo "gpu_multi: one GPU: -n auto ran one worker on it (degenerates to today's single-GPU run)" ||
     echo "gpu_multi: one GPU but $workers workers: NOT the expected degenerate case"
 fi
@@ -108,7 +108,8 @@ for m in rows:
     g = m.get("gpu") or {}
     print(f"{m['backend']:8s} {m['op']}-{'x'.join(map(str, m['shape']))}-{m['dtype']:9s} "
           f"{m['median_s'] * 1e3:9.4f} ms  GPU {g.get('index')} {g.get('name')} {g.get('uuid')}")
-print(f"{len(rows)} rows timed on {len({(m.get('gpu') or {}).get('uuid') for m in rows})} GPU(s)")
+used = {(m.get("gpu") or {}).get("uuid") for m in rows} - {None}
+print(f"{len(rows)} rows timed on {len(used)} GPU(s)" if used else f"{len(rows)} rows, none timed on a GPU")
 EOF
 
 echo "== gpu_multi: summary ($gpus GPU(s); logs in $out)"
@@ -116,7 +117,7 @@ printf '%-10s %-8s %s\n' step rc result
 printf '%-10s %-8s %s\n' where "$where_rc" "$workers worker(s) for $gpus GPU(s)"
 for name in all_gpus one_gpu; do
   printf '%-10s %-8s %s\n' "$name" "$(grep -o 'rc=[0-9]*' "$out/$name.txt" | tail -1)" \
-    "$(grep -o 'wall_s=[0-9]*' "$out/$name.txt" | tail -1); $(grep -E '(passed|failed|skipped|error).* in ' "$out/$name.txt" | tail -1)"
+    "$(grep -o 'wall_s=[0-9]*' "$out/$name.txt" | tail -1); $(grep -o '[0-9]* workers' "$out/$name.txt" | head -1 || echo 'workers ?'); $(grep -E '(passed|failed|skipped|error).* in ' "$out/$name.txt" | tail -1 | tr -d '=')"
 done
 printf '%-10s %-8s %s\n' verdicts - "$verdicts"
 printf '%-10s %-8s %s\n' bench "$(grep -o 'rc=[0-9]*' "$out/bench.txt" | tail -1)" "$(tail -1 "$out/bench_rows.txt")"
