@@ -17,6 +17,7 @@ from .tally import Tally
 
 SHARE_PROPERTY = "gemmguard"  # a test's share of the tally, on its report (survives pytest-xdist)
 BACKEND_PROPERTY = "gemm_backend"  # the backend a test ran on, on its report
+GPU_PROPERTY = "gemm_gpu"  # the GPU a pytest-xdist worker was given (--gemm-gpus), on its GEMM tests' reports
 OUTCOME_PROPERTY = "gemmguard_outcome"  # unsupported | unavailable | failed | error | xfailed | xpassed
 RUNNER_FIXTURE = "_gemmguard_runner"  # the fixture @gemm_case's wrapper asks for (decorator.py, plugin.py)
 
@@ -30,6 +31,7 @@ class SharedState:
     explicit: set[str] = field(default_factory=set)  # backends the user named (not through auto/all)
     session: Any = None  # session.GemmSession, built on first use
     known: Any = None  # known.KnownFailures, read when the core plugin configures
+    gpus: list | None = None  # the GPUs the xdist controller gives its workers (gpus.plan), on first use
     header_shown: bool = False
 
 

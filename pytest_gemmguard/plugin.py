@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from . import _state, validate
-from ._state import BACKEND_PROPERTY, OUTCOME_PROPERTY, RUNNER_FIXTURE, SHARE_PROPERTY
+from ._state import BACKEND_PROPERTY, GPU_PROPERTY, OUTCOME_PROPERTY, RUNNER_FIXTURE, SHARE_PROPERTY
 from .errors import (
     BackendCrashed,
     BackendUnavailable,
@@ -73,6 +73,49 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from . import backends
 
         backends.release(start)  # a conftest's registrations and this session's probes end with the session
+
+
+def _gpu_plan(config: pytest.Config) -> list:
+    """The GPUs the workers get (--gemm-gpus; gpus.py), worked out once per controller, torch-free."""
+    from . import gpus
+
+    state = _state.ensure(config)
+    if state.gpus is None:
+        try:
+            state.gpus = gpus.plan(state.settings["gpus"])
+        except GemmUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return state.gpus
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` on a machine with GPUs: one worker per GPU (the cores, xdist's own answer, otherwise, and
+    whenever PYTEST_XDIST_AUTO_NUM_WORKERS says)."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(_gpu_plan(config)) or None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list) -> None:
+    """Give each local worker its GPU in its environment, before its interpreter starts importing (a
+    spec the user gave its own CUDA_VISIBLE_DEVICES, or a remote one, is left as it is)."""
+    from . import gpus
+
+    plan = _gpu_plan(config)
+    given = []
+    for spec in specs:
+        gpu = gpus.assign(getattr(spec, "id", None), plan)
+        if gpu is None or not getattr(spec, "popen", False) or "CUDA_VISIBLE_DEVICES" in spec.env:
+            continue
+        spec.env.update(gpus.worker_env(gpu))
+        given.append(f"{spec.id} -> {gpu.label()}")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if given and reporter is not None:
+        reporter.write_line(f"gemmguard: one GPU per worker (--gemm-gpus): {', '.join(given)}")
 
 
 def _header(config: pytest.Config) -> list[str]:
@@ -194,10 +237,15 @@ def _backend_of(item: pytest.Item) -> str | None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from .gpus import my_gpu
+
+    gpu = my_gpu()  # a pytest-xdist worker given its own GPU: each GEMM test's report names it
     for item in items:
         backend = _backend_of(item)
         if backend:
             item.user_properties.append((BACKEND_PROPERTY, backend))
+            if gpu is not None:
+                item.user_properties.append((GPU_PROPERTY, gpu.label()))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -271,7 +319,7 @@ class _SummaryCollector:
         if not backend:
             return
         if report.when == "call" or report.outcome != "passed":
-            self.tally.add_outcome(backend, props.get(OUTCOME_PROPERTY) or report.outcome)
+            self.tally.add_outcome(backend, props.get(OUTCOME_PROPERTY) or report.outcome, props.get(GPU_PROPERTY))
         if report.when == "call" and SHARE_PROPERTY in props:
             self.tally.add_share(props[SHARE_PROPERTY])
 
@@ -297,7 +345,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     state = _state.get(config)
     if state is None or not state.tally.outcomes:
         return
-    from .report import results_table
+    from .report import gpu_lines, results_table
 
     terminalreporter.section("gemmguard results")
     if not state.header_shown:  # pytest-xdist: the workers collected, so the header was not printed here
@@ -306,6 +354,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     dynamic = bool(state.settings["dynamic"])
     all_choices = bool(state.settings["all_choices"])
     for line in results_table(_state.selected(config), state.tally, dynamic, all_choices):
+        terminalreporter.write_line(line)
+    for line in gpu_lines(state.tally):
         terminalreporter.write_line(line)
     if not state.tally.ran_anything():
         terminalreporter.write_line(

@@ -86,3 +86,14 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
         for reason, count in mine.most_common(3):
             lines.append(f"unsupported by {name} ({count}x): {reason}")
     return lines
+
+
+def gpu_lines(summary: Tally) -> list[str]:
+    """Under --gemm-gpus, one line per GPU the workers were given: its tests and how they ended (a GPU that
+    failed shows as the one whose tests failed)."""
+    lines = []
+    for label in sorted(summary.gpus):
+        t = summary.gpus[label]
+        ends = ", ".join(f"{k} {t[k]}" for k in sorted(t))
+        lines.append(f"gemmguard: {label}: {sum(t.values())} GEMM tests ({ends})")
+    return lines

@@ -18,6 +18,7 @@ class Tally:
     reasons: Counter = field(default_factory=Counter)  # (backend, reason) -> examples
     outcomes: dict = field(default_factory=lambda: defaultdict(Counter))  # backend -> test outcomes
     compiler: Counter = field(default_factory=Counter)  # compiles, compile_s, reused_calls
+    gpus: dict = field(default_factory=lambda: defaultdict(Counter))  # GPU label -> test outcomes (--gemm-gpus)
 
     # ------------------------------------------------------------ while examples run
 
@@ -40,8 +41,10 @@ class Tally:
 
     # ------------------------------------------------------------ from reports
 
-    def add_outcome(self, backend: str, outcome: str) -> None:
+    def add_outcome(self, backend: str, outcome: str, gpu: str | None = None) -> None:
         self.outcomes[backend][outcome] += 1
+        if gpu:
+            self.gpus[gpu][outcome] += 1
 
     def add_share(self, share: dict) -> None:
         for backend, what, n in share.get("counts", ()):

@@ -106,6 +106,17 @@ def workers(value: Any) -> int | None:
     return number
 
 
+def gpu_choice(value: Any) -> str | list[int]:
+    """'all' | 'none' | '0,2' -> [0, 2] (indices into the GPUs visible here; checked against them later)."""
+    text = str(value).strip().lower()
+    if text in ("all", "none"):
+        return text
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+        raise ValueError("must be 'all', 'none' or distinct GPU indices like 0,2")
+    return [int(p) for p in parts]
+
+
 def replay(value: Any) -> str:
     text = str(value)
     version, _, blob = text.partition(":")
@@ -183,6 +194,10 @@ CORE: tuple[Setting, ...] = (
             "checks ('auto': half the cores for GPU backends, none for CPU ones; 0: off)",
             flag="--gemm-compile-workers", ini="gemm_compile_workers", env="GEMMGUARD_COMPILE_WORKERS",
             table="compile_workers", metavar="N"),
+    Setting("gpus", gpu_choice, "all", "GPUs for pytest-xdist workers: each worker gets one (round robin; its "
+            "CUDA_VISIBLE_DEVICES), and -n auto starts one worker per GPU ('all', default; 'none': every worker sees "
+            "every GPU, as without gemmguard; '0,2': those)", flag="--gemm-gpus", ini="gemm_gpus",
+            env="GEMMGUARD_GPUS", metavar="all|none|LIST"),
     Setting("cache_dir", directory, None, "Inductor/Triton cache dir (default: a fresh temp dir per run)",
             flag="--gemm-cache-dir", metavar="DIR"),
     Setting("repro_dir", directory, "gemmguard-repro", "where standalone repro scripts go",

@@ -15,6 +15,13 @@ baseline recorded under noise says so and comparisons against it come out inconc
 and 2 are compared through their median / reference median, their noise that of their unpaired samples
 (verdict.estimate_of). Any other version is refused.
 
+Issue 16, multi-GPU runners: a benchmark times one GPU, so the fingerprint names the GPU model (`gpu`, `sm`)
+and no longer how many cards the box holds (`gpu_count`, still in older files, is not compared: a worker
+given one GPU sees one). Two identical cards share one baseline. On a box of mixed GPUs the entries of a
+model other than the fingerprint's are stored as "KEY @ MODEL" (each entry also records the GPU that timed
+it, `gpu`), so each model is compared with its own; such a file serves every model it holds entries of.
+Files without such keys read as before, and a gemmguard that predates them never looks them up.
+
 Numbers from another GPU, CPU, driver or library version say nothing about this one, so `load` refuses a
 baseline whose fingerprint differs (one line naming what differs) unless forced. A missing file is not
 an error (there is nothing to compare yet); an unreadable or malformed file is an error and `save` never
@@ -40,6 +47,8 @@ __all__ = ["BaselineError", "fingerprint", "load", "read", "save"]
 FORMAT = "gemmguard-baseline"
 VERSION = 3  # written
 READABLE = (1, 2, 3)  # read: version 1 entries lack the compile samples, 1 and 2 the paired ratios
+MODEL_KEYS = ("gpu", "sm")  # the GPU model: a mixed box's file holds entries of several (KEY @ MODEL)
+IGNORED = ("gpu_count",)  # written by older versions; cards in the box change no GEMM's speed
 
 
 def _dist_version(name: str) -> str | None:
@@ -91,7 +100,6 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
         fp.update(
             device="cuda",
             gpu=torch.cuda.get_device_name(),
-            gpu_count=torch.cuda.device_count(),
             sm=f"{cap[0]}{cap[1]}",
             cuda=torch.version.cuda,
             driver=_nvidia_driver(),
@@ -100,10 +108,28 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
 
 
 def fingerprint_diff(a: dict, b: dict) -> list[str]:
-    """'key: mine vs theirs' for every key whose values differ."""
+    """'key: mine vs theirs' for every key whose values differ (but the IGNORED ones)."""
     return [
-        f"{k}: {b.get(k)!r} here vs {a.get(k)!r} in baseline" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+        f"{k}: {b.get(k)!r} here vs {a.get(k)!r} in baseline"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k) and k not in IGNORED
     ]
+
+
+def entry_key(key: str, model: str | None, file_model: str | None) -> str:
+    """Where a measurement of GPU model `model` lives in a file whose fingerprint names `file_model`."""
+    return key if not model or model == file_model else f"{key} @ {model}"
+
+
+def mismatch(doc: dict, here: dict[str, Any]) -> list[str]:
+    """What makes the baseline `doc` foreign here: fingerprint_diff, less a GPU model the file holds
+    entries of (a mixed box's file: see the module docstring)."""
+    diff = fingerprint_diff(doc["fingerprint"], here)
+    model = here.get("gpu")
+    held = bool(model) and any(k.endswith(f" @ {model}") for k in doc.get("entries", {}))
+    if held and all(d.split(":", 1)[0] in MODEL_KEYS for d in diff):
+        return []
+    return diff
 
 
 @dataclass
@@ -112,6 +138,10 @@ class Baseline:
     fingerprint: dict[str, Any]
     entries: dict[str, dict] = field(default_factory=dict)
     forced: bool = False  # loaded despite a foreign fingerprint
+
+    def entry(self, key: str, model: str | None = None) -> dict | None:
+        """The entry of measurement `key` timed on GPU model `model` (None on the CPU)."""
+        return self.entries.get(entry_key(key, model, self.fingerprint.get("gpu")))
 
 
 def read(path: str) -> dict | None:
@@ -150,7 +180,7 @@ def load(path: str, here: dict[str, Any], force: bool = False) -> Baseline | Non
     doc = read(path)
     if doc is None:
         return None
-    diff = fingerprint_diff(doc["fingerprint"], here)
+    diff = mismatch(doc, here)
     if diff and not force:
         raise BaselineError(
             f"gemmguard: baseline {path} was recorded on other hardware/software ({'; '.join(diff)}); "
@@ -166,8 +196,9 @@ def save(path: str, here: dict[str, Any], entries: dict[str, dict], force: bool 
     unless `force`, in which case that file's entries are dropped. Returns the number of entries written."""
     doc = read(path)
     merged: dict[str, dict] = {}
+    written = dict(here)
     if doc is not None:
-        diff = fingerprint_diff(doc["fingerprint"], here)
+        diff = mismatch(doc, here)
         if diff and not force:
             raise BaselineError(
                 f"gemmguard: not saving to {path}: it holds a baseline from other hardware/software "
@@ -175,11 +206,14 @@ def save(path: str, here: dict[str, Any], entries: dict[str, dict], force: bool 
             )
         if not diff:
             merged.update(doc["entries"])
-    merged.update(entries)
+            # The file's own model keeps keying its plain entries (this run's may be another of a mixed box).
+            written.update({k: doc["fingerprint"][k] for k in MODEL_KEYS if k in doc["fingerprint"]})
+    model = written.get("gpu")
+    merged.update({entry_key(k, (e.get("gpu") or {}).get("name"), model): e for k, e in entries.items()})
     out = {
         "format": FORMAT,
         "version": VERSION,
-        "fingerprint": here,
+        "fingerprint": written,
         "updated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "entries": dict(sorted(merged.items())),
     }

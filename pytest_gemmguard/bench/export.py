@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from ..files import write_atomic, write_json_atomic, write_text_atomic
+from ..gpus import short
 from .report import COUNTED, compile_change, noise, verdict_counts
 
 
@@ -41,6 +42,7 @@ def _f(value: float | None, fmt: str) -> str:
 
 
 def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
+    on_gpu = any(m.gpu for m in results)  # under --gemm-gpus the rows come from several GPUs: say which
     device = fingerprint.get("gpu") or fingerprint.get("cpu")
     lines = [
         "## gemmguard benchmarks",
@@ -50,8 +52,8 @@ def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
         + (f", triton {fingerprint['triton']}" if fingerprint.get("triton") else ""),
         "",
         "| backend | case | compile s | cold s | warm s | median ms | TFLOP/s | % peak | vs ref | noise/detects "
-        "| vs base | compile vs base | verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| vs base | compile vs base | verdict |" + (" gpu |" if on_gpu else ""),
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|" + ("---|" if on_gpu else ""),
     ]
     for m in results:
         rt = m.compared.get("runtime")
@@ -62,6 +64,7 @@ def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
             f"| {m.backend} | `{m.case_id}` | {m.compile_s:.2f} | {_f(m.cold_compile_s, '.2f')} | "
             f"{_f(m.warm_compile_s, '.2f')} | {m.median_s * 1e3:.4g} | {m.tflops:.3g} | {_f(m.pct_peak, '.1f')} | "
             f"{_f(m.ref_ratio, '.3f')} | {noise(m)} | {change} | {cchange} | {verdict} |"
+            + (f" {short(m.gpu)} |" if on_gpu else "")
         )
     if results:
         lines += ["", "| backend | measured | " + " | ".join(COUNTED) + " |", "|---|" + "---:|" * (len(COUNTED) + 1)]
@@ -104,7 +107,7 @@ def plots(directory: str, results: list, baseline: Any = None) -> list[str] | st
         return "nothing measured: no plots drawn"
     os.makedirs(directory, exist_ok=True)
     labels = [f"{m.backend}\n{m.case_id}" for m in results]
-    base = [(baseline.entries.get(m.key) if baseline is not None else None) for m in results]
+    base = [(baseline.entry(m.key, m.gpu.get("name")) if baseline is not None else None) for m in results]
     written = []
     panels = (
         (

@@ -54,7 +54,7 @@ class GemmBenchmark:
         m = measure(self.ctx, self.backend, case, fn, self.test_id, self.instrument, target)
         base = None
         if self.ctx.baseline is not None:
-            base = self.ctx.baseline.entries.get(m.key)
+            base = self.ctx.baseline.entry(m.key, m.gpu.get("name"))
         m.broken, m.compared = check(m, base, self.budget)
         inconclusive = m.compared.get("runtime", {}).get("verdict") == "inconclusive"
         if m.broken:

@@ -21,6 +21,7 @@ from typing import Any
 from .. import backends
 from ..cases import GemmCase, case_function
 from ..errors import MeasurementError
+from ..gpus import timing_gpu
 from ..ops import OPS
 from ..precision import math_precision
 from .context import BenchContext
@@ -118,6 +119,7 @@ def measure(
             peak_tflops=None,  # set below, from the measurement's own TFLOP/s
             compile_s=record.compile_s,
             kernels=kernels,
+            gpu=timing_gpu(device),
             when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         )
         m.peak_tflops = ctx.peak_tflops(device, case.dtype, achieved_tflops=m.tflops)

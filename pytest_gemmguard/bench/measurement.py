@@ -52,6 +52,9 @@ class Measurement:
     ratio_high: float | None = None
     ratio_n: int = 0
     noise: float | None = None  # log half-width of the estimate's 95% interval (about +-noise relative)
+    # Issue 16: which GPU timed it ({index in nvidia-smi -L, uuid, name}; {} on the CPU). The name also keys
+    # the baseline entry on a box of mixed GPUs (baseline.py).
+    gpu: dict = field(default_factory=dict)
 
     @property
     def tflops(self) -> float:
@@ -117,6 +120,7 @@ class Measurement:
             "cold_compile_s",
             "warm_compile_s",
             "status",
+            "gpu",
         )
         info = {f"gemm_{k}": getattr(self, k) for k in keys}
         info.update(

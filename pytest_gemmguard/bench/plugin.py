@@ -130,7 +130,7 @@ def _check_files(config: pytest.Config, bench: _Bench) -> None:
                 )
     if save:
         doc = baseline.read(save)
-        if doc is not None and baseline.fingerprint_diff(doc["fingerprint"], _fingerprint(config, bench)):
+        if doc is not None and baseline.mismatch(doc, _fingerprint(config, bench)):
             if not s["baseline_force"]:
                 raise BaselineError(
                     f"gemmguard: not saving to {save}: it holds a baseline from other hardware/software "
@@ -304,11 +304,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     workers = _xdist_workers(config)
     if workers and results:
         on_gpu = any(m.device.startswith("cuda") for m in results)
+        used = {m.gpu.get("uuid") for m in results if m.gpu}  # --gemm-gpus: each worker on its own GPU
         bench.notes.append(
             f"gemmguard: warning: {len(results)} measurement(s) were taken by {workers} pytest-xdist workers "
             "sharing this machine: "
             + (
-                "a lock kept timers off the same GPU, but other workers' compiles shared the host"
+                "a lock kept timers off the same GPU"
+                + (f" (they timed on {len(used)} GPUs at once, one timer per GPU)" if len(used) > 1 else "")
+                + ", but other workers' compiles shared the host"
                 if on_gpu
                 else "their timings and compiles ran on the same CPU cores at once and disturb each other"
             )

@@ -52,11 +52,15 @@ def compile_change(m) -> str:
 def bench_table(results: list) -> list[str]:
     """Rows: backend, case, compile (session / cold median / warm median), median runtime with its CI, TFLOP/s,
     % of peak, ratio to the in-run reference, runtime and compile change against baseline, verdict. Then
-    per-backend totals."""
+    per-backend totals. Where a GPU timed any row, a gpu column says which (index in nvidia-smi -L, model):
+    under --gemm-gpus the rows come from several."""
+    from ..gpus import short
+
+    on_gpu = any(getattr(m, "gpu", None) for m in results)
     head = (
         f"{'backend':8s} {'case':34s} {'compile s':>9s} {'cold s':>7s} {'warm s':>7s} {'median':>11s} "
         f"{'±CI':>6s} {'TFLOP/s':>8s} {'%peak':>6s} {'vs ref':>7s} {'noise/detects':>13s} {'vs base':>8s} "
-        f"{'compile vs base':>15s} verdict"
+        f"{'compile vs base':>15s} " + (f"{'verdict':12s} gpu" if on_gpu else "verdict")
     )
     lines = [head, "-" * len(head)]
     for m in results:
@@ -67,7 +71,7 @@ def bench_table(results: list) -> list[str]:
             f"{m.backend:8s} {case:34s} {m.compile_s:9.2f} {_num(m.cold_compile_s, '7.2f'):>7s} "
             f"{_num(m.warm_compile_s, '7.2f'):>7s} {med:>11s} {ci:>6s} {m.tflops:8.3g} "
             f"{_num(m.pct_peak, '6.1f'):>6s} {_num(m.ref_ratio, '7.3f'):>7s} {noise(m):>13s} {_change(m):>8s} "
-            f"{compile_change(m):>15s} {m.status}"
+            f"{compile_change(m):>15s} " + (f"{m.status:12s} {short(m.gpu)}" if on_gpu else m.status)
         )
     compile_s: dict[str, float] = defaultdict(float)
     for m in results:
