@@ -43,8 +43,10 @@ def main():
     import torch
 
     quick = "--quick" in sys.argv
-    log(f"torch {torch.__version__}, cuda {torch.version.cuda}, device "
-        f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}, python {sys.version.split()[0]}")
+    log(
+        f"torch {torch.__version__}, cuda {torch.version.cuda}, device "
+        f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}, python {sys.version.split()[0]}"
+    )
     try:
         import cutlass
 
@@ -87,8 +89,15 @@ def main():
                 x = x + residual.double()
         return x
 
-    shapes = [(1, 8, 8), (127, 136, 72), (333, 520, 264), (16, 4096, 4096), (4096, 4096, 4096),
-              (8192, 8192, 8192), ((3,), 128, 256, 64)]
+    shapes = [
+        (1, 8, 8),
+        (127, 136, 72),
+        (333, 520, 264),
+        (16, 4096, 4096),
+        (4096, 4096, 4096),
+        (8192, 8192, 8192),
+        ((3,), 128, 256, 64),
+    ]
     if quick:
         shapes = [(127, 136, 72), (16, 4096, 4096), ((3,), 128, 256, 64)]
     chains = [
@@ -114,12 +123,14 @@ def main():
                     # the big shapes get fewer combinations (time budget)
                     if big and (dtype != torch.bfloat16 or ci > 1 or (m == 8192 and (b_col or ci))):
                         continue
-                    for out_dtype in ((None, torch.float32) if ci == 0 and not big else (None,)):
+                    for out_dtype in (None, torch.float32) if ci == 0 and not big else (None,):
                         if over_budget():
                             log("(time budget reached: skipping the remaining correctness cases)")
                             break
-                        label = (f"{'x'.join(map(str, (*bshape, m, n, k))):>18} {str(dtype)[6:]:8} "
-                                 f"B={'col' if b_col else 'row'} out={str(out_dtype or dtype)[6:]:8} {cname}")
+                        label = (
+                            f"{'x'.join(map(str, (*bshape, m, n, k))):>18} {str(dtype)[6:]:8} "
+                            f"B={'col' if b_col else 'row'} out={str(out_dtype or dtype)[6:]:8} {cname}"
+                        )
                         try:
                             a, b = make(bshape, m, n, k, dtype, b_col)
                             out_shape = (*bshape, m, n)
@@ -133,14 +144,23 @@ def main():
                             epi_bias = torch.randn(n, device=dev, dtype=dtype) if "bias" in steps else None
                             residual = torch.randn(out_shape, device=dev, dtype=dtype) if "residual" in steps else None
                             scale = 0.37
-                            why = cg.takes(a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual,
-                                           out_dtype=out_dtype)
+                            why = cg.takes(
+                                a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual, out_dtype=out_dtype
+                            )
                             if why:
                                 log(f"REFUSED {label}: {why}")
                                 continue
                             t0 = time.time()
-                            out = cg.gemm(a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual,
-                                          scale=scale, out_dtype=out_dtype)
+                            out = cg.gemm(
+                                a,
+                                b,
+                                bias=bias,
+                                steps=steps,
+                                epi_bias=epi_bias,
+                                residual=residual,
+                                scale=scale,
+                                out_dtype=out_dtype,
+                            )
                             torch.cuda.synchronize()
                             dt = time.time() - t0
                             ref = reference(a, b, bias, steps, epi_bias, residual, scale)
@@ -163,15 +183,22 @@ def main():
     try:
         a = torch.randn(64, 72, device=dev, dtype=torch.bfloat16)
         for what, aa, bb in [
-            ("misaligned K=7", torch.randn(64, 7, device=dev, dtype=torch.bfloat16),
-             torch.randn(7, 64, device=dev, dtype=torch.bfloat16)),
+            (
+                "misaligned K=7",
+                torch.randn(64, 7, device=dev, dtype=torch.bfloat16),
+                torch.randn(7, 64, device=dev, dtype=torch.bfloat16),
+            ),
             ("dtype mismatch", a, torch.randn(72, 64, device=dev, dtype=torch.float16)),
             ("fp32 operands", a.float(), torch.randn(72, 64, device=dev)),
         ]:
             log(f"  {what}: {cg.takes(aa, bb)!r}")
-        log(f"  unknown step: {cg.takes(a, torch.randn(72, 64, device=dev, dtype=torch.bfloat16), steps=('softmax',))!r}")
-        log(f"  meta tensors (should be None or a device reason): "
-            f"{cg.takes(torch.empty(64, 72, device='meta', dtype=torch.bfloat16), torch.empty(72, 64, device='meta', dtype=torch.bfloat16))!r}")
+        log(
+            f"  unknown step: {cg.takes(a, torch.randn(72, 64, device=dev, dtype=torch.bfloat16), steps=('softmax',))!r}"
+        )
+        log(
+            f"  meta tensors (should be None or a device reason): "
+            f"{cg.takes(torch.empty(64, 72, device='meta', dtype=torch.bfloat16), torch.empty(72, 64, device='meta', dtype=torch.bfloat16))!r}"
+        )
     except Exception:
         log("  ERR " + log_exc("refusals"))
 
@@ -200,8 +227,15 @@ def main():
         return times[len(times) // 2]
 
     log(f"{'shape':>18} {'config':>18} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS ms':>9} {'cuBLAS TF':>9} {'% cuBLAS':>8}")
-    timing = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (4096, 4096, 4096, "128x128x64_w2_s6"),
-              (16, 4096, 4096, "128x128x64_w2_s6"), (128, 4096, 4096), (2048, 2048, 2048)]
+    timing = [
+        (4096, 4096, 4096),
+        (8192, 8192, 8192),
+        (16, 4096, 4096),
+        (4096, 4096, 4096, "128x128x64_w2_s6"),
+        (16, 4096, 4096, "128x128x64_w2_s6"),
+        (128, 4096, 4096),
+        (2048, 2048, 2048),
+    ]
     for item in timing:
         m, n, k = item[:3]
         cfg = item[3] if len(item) > 3 else None
@@ -216,8 +250,10 @@ def main():
             t_ours = bench(lambda: cg.gemm(a, b, config=cfg))
             t_ref = bench(lambda: torch.mm(a, b))
             fl = 2 * m * n * k
-            log(f"{f'{m}x{n}x{k}':>18} {cfg_used:>18} {t_ours:8.4f} {fl / t_ours / 1e9:8.1f} {t_ref:9.4f} "
-                f"{fl / t_ref / 1e9:9.1f} {100 * t_ref / t_ours:7.1f}%")
+            log(
+                f"{f'{m}x{n}x{k}':>18} {cfg_used:>18} {t_ours:8.4f} {fl / t_ours / 1e9:8.1f} {t_ref:9.4f} "
+                f"{fl / t_ref / 1e9:9.1f} {100 * t_ref / t_ours:7.1f}%"
+            )
         except Exception:
             log(f"{f'{m}x{n}x{k}':>18} ERR {log_exc(f'timing {item}')}")
 
@@ -238,8 +274,10 @@ def main():
                     torch.mm(a, b)
             t_ours = bench(g.replay) / reps
             t_ref = bench(g2.replay) / reps
-            log(f"CUDA graph {m}x{n}x{k}: ours {t_ours * 1e3:.1f} us, cuBLAS {t_ref * 1e3:.1f} us, "
-                f"{100 * t_ref / t_ours:.1f}% of cuBLAS")
+            log(
+                f"CUDA graph {m}x{n}x{k}: ours {t_ours * 1e3:.1f} us, cuBLAS {t_ref * 1e3:.1f} us, "
+                f"{100 * t_ref / t_ours:.1f}% of cuBLAS"
+            )
         except Exception:
             log(f"CUDA graph {m}x{n}x{k} ERR {log_exc('graph')}")
 

@@ -1,7 +1,8 @@
 """Compile every supported kernel variant for sm_90a without a GPU (CUTE_DSL_ARCH), to catch API errors.
 
-    CUTE_DSL_ARCH=sm_90a python kernels/compile_check_cpu.py [quick]
+CUTE_DSL_ARCH=sm_90a python kernels/compile_check_cpu.py [quick]
 """
+
 import os
 import sys
 import traceback
@@ -21,10 +22,28 @@ cases += [
     (torch.float16, torch.float16, True, False, cg.CFG_MID, None, None, None, ()),
     (torch.bfloat16, torch.float32, True, False, cg.CFG_MID, None, None, None, ()),
     (torch.bfloat16, torch.bfloat16, True, False, cg.CFG_MID, torch.bfloat16, None, None, ()),
-    (torch.bfloat16, torch.bfloat16, True, False, cg.CFG_LARGE, torch.float32, torch.bfloat16, torch.bfloat16,
-     ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "scale", "residual", "cast")),
-    (torch.float16, torch.float32, True, True, cg.CFG_DECODE, torch.float16, torch.float32, torch.float32,
-     ("gelu", "scale", "residual")),
+    (
+        torch.bfloat16,
+        torch.bfloat16,
+        True,
+        False,
+        cg.CFG_LARGE,
+        torch.float32,
+        torch.bfloat16,
+        torch.bfloat16,
+        ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "scale", "residual", "cast"),
+    ),
+    (
+        torch.float16,
+        torch.float32,
+        True,
+        True,
+        cg.CFG_DECODE,
+        torch.float16,
+        torch.float32,
+        torch.float32,
+        ("gelu", "scale", "residual"),
+    ),
     (torch.bfloat16, torch.bfloat16, False, True, cg.CFG_MID, None, torch.float32, None, ("bias", "silu"), False),
 ]
 if quick:

@@ -101,7 +101,7 @@ def _operand_problem(name: str, t) -> str | None:
         return f"operand {name} storage offset {off} is not a multiple of 8 elements (16 bytes)"
     if len(shape) == 3 and shape[0] > 1 and stride[0] == 0:
         return f"operand {name} is broadcast over the batch (stride 0): TMA needs a real batch stride"
-    span = sum((d - 1) * s for d, s in zip(shape, stride)) + 1 + off
+    span = sum((d - 1) * s for d, s in zip(shape, stride, strict=True)) + 1 + off
     if span > _INT32_MAX:
         return f"operand {name} spans more than 2**31 elements (32-bit indexing)"
     return None
@@ -242,7 +242,11 @@ def _epilogue_apply(v, r, c, l, cfgkey, mBias, mEpiBias, mRes, scale):
         elif s == "relu":
             v = cute.arch.fmax(v, cutlass.Float32(0.0))
         elif s == "gelu":
-            v = cutlass.Float32(0.5) * v * (cutlass.Float32(1.0) + cute.math.erf(v * cutlass.Float32(0.7071067811865476)))
+            v = (
+                cutlass.Float32(0.5)
+                * v
+                * (cutlass.Float32(1.0) + cute.math.erf(v * cutlass.Float32(0.7071067811865476)))
+            )
         elif s == "silu":
             v = v / (cutlass.Float32(1.0) + cute.math.exp(-v))
         elif s == "sigmoid":
@@ -273,8 +277,19 @@ def _build_kernel_class():
     class Sm90Gemm:
         """One compiled variant; every attribute is a compile-time constant."""
 
-        def __init__(self, ab_dtype, out_dtype, a_kmajor, b_kmajor, cfg: TileConfig,
-                     bias_dtype, epi_bias_dtype, res_dtype, steps, c_aligned=True):
+        def __init__(
+            self,
+            ab_dtype,
+            out_dtype,
+            a_kmajor,
+            b_kmajor,
+            cfg: TileConfig,
+            bias_dtype,
+            epi_bias_dtype,
+            res_dtype,
+            steps,
+            c_aligned=True,
+        ):
             self.c_aligned = c_aligned  # output row/batch strides are multiples of 8: vector stores
             self.ab_dtype = ab_dtype
             self.out_dtype = out_dtype
@@ -296,24 +311,56 @@ def _build_kernel_class():
         # ---------------------------------------------------------------- host side
 
         @cute.jit
-        def __call__(self, pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer,
-                     pBias: cute.Pointer, pEpiBias: cute.Pointer, pRes: cute.Pointer,
-                     M: Int32, N: Int32, K: Int32, L: Int32,
-                     sA0: Int32, sAL: Int32, sB0: Int32, sBL: Int32, sCM: Int32, sCL: Int32,
-                     sBiasM: Int32, sBiasN: Int32, sBiasL: Int32, sEpi: Int32,
-                     sResM: Int32, sResN: Int32, sResL: Int32,
-                     scale: Float32, max_ctas: Int32, stream: cuda.CUstream):
+        def __call__(
+            self,
+            pA: cute.Pointer,
+            pB: cute.Pointer,
+            pC: cute.Pointer,
+            pBias: cute.Pointer,
+            pEpiBias: cute.Pointer,
+            pRes: cute.Pointer,
+            M: Int32,
+            N: Int32,
+            K: Int32,
+            L: Int32,
+            sA0: Int32,
+            sAL: Int32,
+            sB0: Int32,
+            sBL: Int32,
+            sCM: Int32,
+            sCL: Int32,
+            sBiasM: Int32,
+            sBiasN: Int32,
+            sBiasL: Int32,
+            sEpi: Int32,
+            sResM: Int32,
+            sResN: Int32,
+            sResL: Int32,
+            scale: Float32,
+            max_ctas: Int32,
+            stream: cuda.CUstream,
+        ):
             # Global views in CuTe's (row, reduction, batch) convention: A (M,K,L), B (N,K,L), C (M,N,L).
             if cutlass.const_expr(self.a_kmajor):
-                mA = cute.make_tensor(pA, cute.make_layout((M, K, L), stride=(cute.assume(sA0, divby=8), 1, cute.assume(sAL, divby=8))))
+                mA = cute.make_tensor(
+                    pA, cute.make_layout((M, K, L), stride=(cute.assume(sA0, divby=8), 1, cute.assume(sAL, divby=8)))
+                )
             else:
-                mA = cute.make_tensor(pA, cute.make_layout((M, K, L), stride=(1, cute.assume(sA0, divby=8), cute.assume(sAL, divby=8))))
+                mA = cute.make_tensor(
+                    pA, cute.make_layout((M, K, L), stride=(1, cute.assume(sA0, divby=8), cute.assume(sAL, divby=8)))
+                )
             if cutlass.const_expr(self.b_kmajor):
-                mB = cute.make_tensor(pB, cute.make_layout((N, K, L), stride=(cute.assume(sB0, divby=8), 1, cute.assume(sBL, divby=8))))
+                mB = cute.make_tensor(
+                    pB, cute.make_layout((N, K, L), stride=(cute.assume(sB0, divby=8), 1, cute.assume(sBL, divby=8)))
+                )
             else:
-                mB = cute.make_tensor(pB, cute.make_layout((N, K, L), stride=(1, cute.assume(sB0, divby=8), cute.assume(sBL, divby=8))))
+                mB = cute.make_tensor(
+                    pB, cute.make_layout((N, K, L), stride=(1, cute.assume(sB0, divby=8), cute.assume(sBL, divby=8)))
+                )
             if cutlass.const_expr(self.c_aligned):
-                mC = cute.make_tensor(pC, cute.make_layout((M, N, L), stride=(cute.assume(sCM, divby=8), 1, cute.assume(sCL, divby=8))))
+                mC = cute.make_tensor(
+                    pC, cute.make_layout((M, N, L), stride=(cute.assume(sCM, divby=8), 1, cute.assume(sCL, divby=8)))
+                )
             else:
                 mC = cute.make_tensor(pC, cute.make_layout((M, N, L), stride=(sCM, 1, sCL)))
             mBias = cute.make_tensor(pBias, cute.make_layout((M, N, L), stride=(sBiasM, sBiasN, sBiasL)))
@@ -325,33 +372,73 @@ def _build_kernel_class():
             b_layout = LayoutEnum.ROW_MAJOR if cutlass.const_expr(self.b_kmajor) else LayoutEnum.COL_MAJOR
             cfg = self.cfg
             tiled_mma = sm90.make_trivial_tiled_mma(
-                self.ab_dtype, self.ab_dtype,
-                a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
-                Float32, (cfg.consumers, 1, 1), (cfg.bm // cfg.consumers, cfg.bn))
+                self.ab_dtype,
+                self.ab_dtype,
+                a_layout.sm90_mma_major_mode(),
+                b_layout.sm90_mma_major_mode(),
+                Float32,
+                (cfg.consumers, 1, 1),
+                (cfg.bm // cfg.consumers, cfg.bn),
+            )
             sA_layout = sm90.make_smem_layout_a(a_layout, self.tile, self.ab_dtype, cfg.stages)
             sB_layout = sm90.make_smem_layout_b(b_layout, self.tile, self.ab_dtype, cfg.stages)
 
             tma_a, gA_tma = cpasync.make_tiled_tma_atom(
-                cpasync.CopyBulkTensorTileG2SOp(), mA, cute.select(sA_layout, mode=[0, 1]), (cfg.bm, cfg.bk))
+                cpasync.CopyBulkTensorTileG2SOp(), mA, cute.select(sA_layout, mode=[0, 1]), (cfg.bm, cfg.bk)
+            )
             tma_b, gB_tma = cpasync.make_tiled_tma_atom(
-                cpasync.CopyBulkTensorTileG2SOp(), mB, cute.select(sB_layout, mode=[0, 1]), (cfg.bn, cfg.bk))
+                cpasync.CopyBulkTensorTileG2SOp(), mB, cute.select(sB_layout, mode=[0, 1]), (cfg.bn, cfg.bk)
+            )
 
             tiles_m = (M + cfg.bm - 1) // cfg.bm
             tiles_n = (N + cfg.bn - 1) // cfg.bn
             num_tiles = tiles_m * tiles_n * L
             grid = cutlass.min(num_tiles, max_ctas)
-            self.kernel(tma_a, gA_tma, tma_b, gB_tma, mC, mBias, mEpiBias, mRes, scale,
-                        tiled_mma, sA_layout, sB_layout, M, N, K, tiles_m, tiles_n, num_tiles).launch(
-                grid=[grid, 1, 1], block=[self.threads, 1, 1], smem=self.smem_bytes, stream=stream)
+            self.kernel(
+                tma_a,
+                gA_tma,
+                tma_b,
+                gB_tma,
+                mC,
+                mBias,
+                mEpiBias,
+                mRes,
+                scale,
+                tiled_mma,
+                sA_layout,
+                sB_layout,
+                M,
+                N,
+                K,
+                tiles_m,
+                tiles_n,
+                num_tiles,
+            ).launch(grid=[grid, 1, 1], block=[self.threads, 1, 1], smem=self.smem_bytes, stream=stream)
 
         # ---------------------------------------------------------------- device side
 
         @cute.kernel
-        def kernel(self, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom, gB_tma: cute.Tensor,
-                   mC: cute.Tensor, mBias: cute.Tensor, mEpiBias: cute.Tensor, mRes: cute.Tensor,
-                   scale: Float32, tiled_mma: cute.TiledMma,
-                   sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-                   M: Int32, N: Int32, K: Int32, tiles_m: Int32, tiles_n: Int32, num_tiles: Int32):
+        def kernel(
+            self,
+            tma_a: cute.CopyAtom,
+            gA_tma: cute.Tensor,
+            tma_b: cute.CopyAtom,
+            gB_tma: cute.Tensor,
+            mC: cute.Tensor,
+            mBias: cute.Tensor,
+            mEpiBias: cute.Tensor,
+            mRes: cute.Tensor,
+            scale: Float32,
+            tiled_mma: cute.TiledMma,
+            sA_layout: cute.ComposedLayout,
+            sB_layout: cute.ComposedLayout,
+            M: Int32,
+            N: Int32,
+            K: Int32,
+            tiles_m: Int32,
+            tiles_n: Int32,
+            num_tiles: Int32,
+        ):
             cfg = self.cfg
             bm, bn, bk = self.tile
             tidx, _, _ = cute.arch.thread_idx()
@@ -381,10 +468,12 @@ def _build_kernel_class():
             # (BM, BK, m, k, l) and (BN, BK, n, k, l) tile views of the TMA coordinate tensors
             gA = cute.local_tile(gA_tma, (bm, bk), (None, None, None))
             gB = cute.local_tile(gB_tma, (bn, bk), (None, None, None))
-            tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
-                                               cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
-            tBsB, tBgB = cpasync.tma_partition(tma_b, 0, cute.make_layout(1),
-                                               cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+            tAsA, tAgA = cpasync.tma_partition(
+                tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
+            )
+            tBsB, tBgB = cpasync.tma_partition(
+                tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+            )
             k_tiles = (K + bk - 1) // bk
             band = GROUP_M * tiles_n
             per_batch = tiles_m * tiles_n
@@ -404,10 +493,18 @@ def _build_kernel_class():
                         tn = in_band // rows
                         for kt in cutlass.range(k_tiles, unroll=1):
                             ring.producer_acquire(wstate)
-                            cute.copy(tma_a, tAgA[(None, tm, kt, l)], tAsA[(None, wstate.index)],
-                                      tma_bar_ptr=ring.producer_get_barrier(wstate))
-                            cute.copy(tma_b, tBgB[(None, tn, kt, l)], tBsB[(None, wstate.index)],
-                                      tma_bar_ptr=ring.producer_get_barrier(wstate))
+                            cute.copy(
+                                tma_a,
+                                tAgA[(None, tm, kt, l)],
+                                tAsA[(None, wstate.index)],
+                                tma_bar_ptr=ring.producer_get_barrier(wstate),
+                            )
+                            cute.copy(
+                                tma_b,
+                                tBgB[(None, tn, kt, l)],
+                                tBsB[(None, wstate.index)],
+                                tma_bar_ptr=ring.producer_get_barrier(wstate),
+                            )
                             ring.producer_commit(wstate)
                             wstate.advance()
                     ring.producer_tail(wstate)
@@ -424,8 +521,9 @@ def _build_kernel_class():
                 tCcC = thr_mma.partition_C(cute.make_identity_tensor((bm, bn)))
                 kblocks = cute.size(tCrA, mode=[2])
                 # accumulator pairs are adjacent columns: store them 32 bits (64 for fp32) at a time
-                store_atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.out_dtype,
-                                                 num_bits_per_copy=2 * self.out_dtype.width)
+                store_atom = cute.make_copy_atom(
+                    cute.nvgpu.CopyUniversalOp(), self.out_dtype, num_bits_per_copy=2 * self.out_dtype.width
+                )
 
                 rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
                 fstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
@@ -443,8 +541,13 @@ def _build_kernel_class():
                     ring.consumer_wait(rstate)
                     warpgroup.fence()
                     for kb in cutlass.range_constexpr(kblocks):
-                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, rstate.index)],
-                                  tCrB[(None, None, kb, rstate.index)], acc)
+                        cute.gemm(
+                            tiled_mma,
+                            acc,
+                            tCrA[(None, None, kb, rstate.index)],
+                            tCrB[(None, None, kb, rstate.index)],
+                            acc,
+                        )
                         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
                     warpgroup.commit_group()
                     rstate.advance()
@@ -453,8 +556,13 @@ def _build_kernel_class():
                         ring.consumer_wait(rstate)
                         warpgroup.fence()
                         for kb in cutlass.range_constexpr(kblocks):
-                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, rstate.index)],
-                                      tCrB[(None, None, kb, rstate.index)], acc)
+                            cute.gemm(
+                                tiled_mma,
+                                acc,
+                                tCrA[(None, None, kb, rstate.index)],
+                                tCrB[(None, None, kb, rstate.index)],
+                                acc,
+                            )
                         warpgroup.commit_group()
                         warpgroup.wait_group(1)
                         ring.consumer_release(fstate)
@@ -478,8 +586,7 @@ def _build_kernel_class():
                             # out-of-range lanes read a valid element instead (their result is dropped)
                             rs = cutlass.min(rr, M - 1)
                             cs = cutlass.min(cc, N - 1)
-                            v = _epilogue_apply(v, rs, cs, l, (self.has_bias, self.steps),
-                                                mBias, mEpiBias, mRes, scale)
+                            v = _epilogue_apply(v, rs, cs, l, (self.has_bias, self.steps), mBias, mEpiBias, mRes, scale)
                         out[i] = v.to(self.out_dtype)
                     if cutlass.const_expr(self.c_aligned):
                         if row0 + bm <= M and col0 + bn <= N:
@@ -511,13 +618,24 @@ def _cutlass_dtype(torch_dtype):
     import cutlass
     import torch
 
-    return {torch.float16: cutlass.Float16, torch.bfloat16: cutlass.BFloat16,
-            torch.float32: cutlass.Float32}[torch_dtype]
+    return {torch.float16: cutlass.Float16, torch.bfloat16: cutlass.BFloat16, torch.float32: cutlass.Float32}[
+        torch_dtype
+    ]
 
 
 def variant_key(ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned=True):
-    return (str(ab), str(out), a_kmajor, b_kmajor, cfg.name, str(bias_dt), str(epi_dt), str(res_dt),
-            tuple(steps), c_aligned)
+    return (
+        str(ab),
+        str(out),
+        a_kmajor,
+        b_kmajor,
+        cfg.name,
+        str(bias_dt),
+        str(epi_dt),
+        str(res_dt),
+        tuple(steps),
+        c_aligned,
+    )
 
 
 def _compile(key, ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned):
@@ -528,10 +646,18 @@ def _compile(key, ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, ste
 
     gemm_cls = _cls()
     cd = _cutlass_dtype
-    obj = gemm_cls(cd(ab), cd(out), a_kmajor, b_kmajor, cfg,
-                   None if bias_dt is None else cd(bias_dt),
-                   None if epi_dt is None else cd(epi_dt),
-                   None if res_dt is None else cd(res_dt), steps, c_aligned)
+    obj = gemm_cls(
+        cd(ab),
+        cd(out),
+        a_kmajor,
+        b_kmajor,
+        cfg,
+        None if bias_dt is None else cd(bias_dt),
+        None if epi_dt is None else cd(epi_dt),
+        None if res_dt is None else cd(res_dt),
+        steps,
+        c_aligned,
+    )
     gmem = cute.AddressSpace.gmem
 
     def p(dt, align=16):
@@ -539,19 +665,25 @@ def _compile(key, ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, ste
 
     aux = cutlass.Float32
     z = cutlass.Int32(8)
-    args = [p(cd(ab)), p(cd(ab)), p(cd(out)),
-            p(cd(bias_dt) if bias_dt is not None else aux, 2),
-            p(cd(epi_dt) if epi_dt is not None else aux, 2),
-            p(cd(res_dt) if res_dt is not None else aux, 2),
-            *[z] * 17, cutlass.Float32(1.0), z, make_fake_stream()]
+    args = [
+        p(cd(ab)),
+        p(cd(ab)),
+        p(cd(out)),
+        p(cd(bias_dt) if bias_dt is not None else aux, 2),
+        p(cd(epi_dt) if epi_dt is not None else aux, 2),
+        p(cd(res_dt) if res_dt is not None else aux, 2),
+        *[z] * 17,
+        cutlass.Float32(1.0),
+        z,
+        make_fake_stream(),
+    ]
     t0 = time.perf_counter()
     fn = cute.compile(obj, *args)
     _compile_seconds[key] = time.perf_counter() - t0
     return fn
 
 
-def compile_variant(ab, out, a_kmajor, b_kmajor, cfg, bias_dt=None, epi_dt=None, res_dt=None, steps=(),
-                    c_aligned=True):
+def compile_variant(ab, out, a_kmajor, b_kmajor, cfg, bias_dt=None, epi_dt=None, res_dt=None, steps=(), c_aligned=True):
     key = variant_key(ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned)
     with _lock:
         fn = _compiled.get(key)
@@ -623,11 +755,18 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
     bias3 = bview(bias) if bias is not None else None
     res3 = bview(residual) if "residual" in steps else None
     epi = epi_bias if "bias" in steps else None
-    fn = compile_variant(a.dtype, out_dtype, a_kmajor, b_kmajor, cfg,
-                         None if bias3 is None else bias3.dtype,
-                         None if epi is None else epi.dtype,
-                         None if res3 is None else res3.dtype, steps,
-                         c3.stride(1) % 8 == 0 and c3.stride(0) % 8 == 0)
+    fn = compile_variant(
+        a.dtype,
+        out_dtype,
+        a_kmajor,
+        b_kmajor,
+        cfg,
+        None if bias3 is None else bias3.dtype,
+        None if epi is None else epi.dtype,
+        None if res3 is None else res3.dtype,
+        steps,
+        c3.stride(1) % 8 == 0 and c3.stride(0) % 8 == 0,
+    )
     cd = _cutlass_dtype
     gmem = cute.AddressSpace.gmem
 
@@ -642,8 +781,32 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
 
     bs, rs = s3(bias3), s3(res3)
     stream = cuda.CUstream(torch.cuda.current_stream(a.device).cuda_stream)
-    fn(ptr(a3, 16), ptr(b3, 16), ptr(c3, 16), aux(bias3), aux(epi), aux(res3),
-       M, N, K, L, sA0, bstride(a3, 0), sB0, bstride(b3, 0), c3.stride(1), c3.stride(0),
-       bs[0], bs[1], bs[2], epi.stride(0) if epi is not None else 0, rs[0], rs[1], rs[2],
-       float(scale), _sms(a.device), stream)
+    fn(
+        ptr(a3, 16),
+        ptr(b3, 16),
+        ptr(c3, 16),
+        aux(bias3),
+        aux(epi),
+        aux(res3),
+        M,
+        N,
+        K,
+        L,
+        sA0,
+        bstride(a3, 0),
+        sB0,
+        bstride(b3, 0),
+        c3.stride(1),
+        c3.stride(0),
+        bs[0],
+        bs[1],
+        bs[2],
+        epi.stride(0) if epi is not None else 0,
+        rs[0],
+        rs[1],
+        rs[2],
+        float(scale),
+        _sms(a.device),
+        stream,
+    )
     return out

@@ -37,9 +37,16 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def takes(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, steps: tuple[str, ...] = (),
-          epi_bias: torch.Tensor | None = None, residual: torch.Tensor | None = None,
-          out_dtype: torch.dtype | None = None) -> str | None:
+def takes(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    steps: tuple[str, ...] = (),
+    epi_bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> str | None:
     """None when `gemm` can compute this; else one line saying why not. Looks only at shapes, strides and
     dtypes, so the graph pass can ask it about FakeTensors."""
     if a.dim() != b.dim() or a.dim() not in (2, 3):
@@ -69,12 +76,21 @@ def takes(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None,
 def _broadcasts(shape: tuple, out: tuple) -> bool:
     if len(shape) > len(out):
         return False
-    return all(s in (1, o) for s, o in zip(reversed(shape), reversed(out)))
+    return all(s in (1, o) for s, o in zip(reversed(shape), reversed(out), strict=False))
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, steps: tuple[str, ...] = (),
-         epi_bias: torch.Tensor | None = None, residual: torch.Tensor | None = None, scale: float = -1.5,
-         out_dtype: torch.dtype | None = None, tf32: bool | None = None) -> torch.Tensor:
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    steps: tuple[str, ...] = (),
+    epi_bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    scale: float = -1.5,
+    out_dtype: torch.dtype | None = None,
+    tf32: bool | None = None,
+) -> torch.Tensor:
     """epilogue(a @ b + bias) in one kernel. `tf32`: float32 operands on TF32 tensor cores; None follows
     torch's own flag (torch.backends.cuda.matmul.allow_tf32), as torch.mm does."""
     why = takes(a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual, out_dtype=out_dtype)
@@ -103,8 +119,25 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, 
     res3, s_res = view3(residual)
     if out.numel() == 0:
         return out if batched else out[0]
-    args = (a, b, out, bias3, epi3, res3, batch, m, n, k, *a.stride(), *b.stride(), *out.stride(),
-            *s_bias, *s_epi, *s_res, float(scale))
+    args = (
+        a,
+        b,
+        out,
+        bias3,
+        epi3,
+        res3,
+        batch,
+        m,
+        n,
+        k,
+        *a.stride(),
+        *b.stride(),
+        *out.stride(),
+        *s_bias,
+        *s_epi,
+        *s_res,
+        float(scale),
+    )
     flags = dict(HAS_BIAS=bias is not None, S0=codes[0], S1=codes[1], S2=codes[2], S3=codes[3], PRECISION=precision)
     if _split_k_pays(m, n, k, batch, a):
         _launch_split_k(args, flags, out)
@@ -115,6 +148,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, 
         grid = (triton.cdiv(m, 32) * triton.cdiv(n, 32), batch)
         _gemm_tiled[grid](*args, **flags, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=8)
     else:
+
         def grid(meta: dict) -> tuple[int, int]:
             return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), batch)
 
@@ -163,9 +197,36 @@ def _step(x, code: tl.constexpr, epi, res, scale):
 
 
 @triton.jit
-def _epilogue(acc, z, offs_m, offs_n, M, N, c_ptr, bias_ptr, epi_ptr, res_ptr,
-              s_cb, s_cm, s_cn, s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
-              HAS_BIAS: tl.constexpr, S0: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr, S3: tl.constexpr):
+def _epilogue(
+    acc,
+    z,
+    offs_m,
+    offs_n,
+    M,
+    N,
+    c_ptr,
+    bias_ptr,
+    epi_ptr,
+    res_ptr,
+    s_cb,
+    s_cm,
+    s_cn,
+    s_xb,
+    s_xm,
+    s_xn,
+    s_eb,
+    s_em,
+    s_en,
+    s_rb,
+    s_rm,
+    s_rn,
+    scale,
+    HAS_BIAS: tl.constexpr,
+    S0: tl.constexpr,
+    S1: tl.constexpr,
+    S2: tl.constexpr,
+    S3: tl.constexpr,
+):
     """Bias, the step chain, and the masked store of one tile (rows offs_m, columns offs_n of batch z)."""
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     z64 = z.to(tl.int64)
@@ -203,12 +264,47 @@ def _tile_of(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: 
 
 
 @triton.jit
-def _gemm_tiled(a_ptr, b_ptr, c_ptr, bias_ptr, epi_ptr, res_ptr, B, M, N, K,
-                s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
-                s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
-                HAS_BIAS: tl.constexpr, S0: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr, S3: tl.constexpr,
-                PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                GROUP_M: tl.constexpr):
+def _gemm_tiled(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    bias_ptr,
+    epi_ptr,
+    res_ptr,
+    B,
+    M,
+    N,
+    K,
+    s_ab,
+    s_am,
+    s_ak,
+    s_bb,
+    s_bk,
+    s_bn,
+    s_cb,
+    s_cm,
+    s_cn,
+    s_xb,
+    s_xm,
+    s_xn,
+    s_eb,
+    s_em,
+    s_en,
+    s_rb,
+    s_rm,
+    s_rn,
+    scale,
+    HAS_BIAS: tl.constexpr,
+    S0: tl.constexpr,
+    S1: tl.constexpr,
+    S2: tl.constexpr,
+    S3: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     z = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -228,20 +324,56 @@ def _gemm_tiled(a_ptr, b_ptr, c_ptr, bias_ptr, epi_ptr, res_ptr, B, M, N, K,
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += BLOCK_K * s_ak
         b_ptrs += BLOCK_K * s_bk
-    _epilogue(acc, z, offs_m, offs_n, M, N, c_ptr, bias_ptr, epi_ptr, res_ptr,
-              s_cb, s_cm, s_cn, s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
-              HAS_BIAS, S0, S1, S2, S3)
+    _epilogue(
+        acc,
+        z,
+        offs_m,
+        offs_n,
+        M,
+        N,
+        c_ptr,
+        bias_ptr,
+        epi_ptr,
+        res_ptr,
+        s_cb,
+        s_cm,
+        s_cn,
+        s_xb,
+        s_xm,
+        s_xn,
+        s_eb,
+        s_em,
+        s_en,
+        s_rb,
+        s_rm,
+        s_rn,
+        scale,
+        HAS_BIAS,
+        S0,
+        S1,
+        S2,
+        S3,
+    )
 
 
 def _configs() -> list[triton.Config]:
     shapes = [  # BLOCK_M, BLOCK_N, BLOCK_K, stages, warps
-        (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 32, 4, 4),
-        (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
+        (128, 256, 64, 3, 8),
+        (256, 128, 64, 3, 8),
+        (128, 128, 64, 4, 4),
+        (128, 128, 32, 4, 4),
+        (64, 128, 64, 4, 4),
+        (64, 64, 64, 4, 4),
         # small M (decode): many programs over N, deep K tiles to keep the loads in flight
-        (16, 64, 256, 4, 4), (16, 32, 256, 5, 4), (32, 64, 128, 4, 4), (16, 128, 128, 4, 4),
+        (16, 64, 256, 4, 4),
+        (16, 32, 256, 5, 4),
+        (32, 64, 128, 4, 4),
+        (16, 128, 128, 4, 4),
     ]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
-            for bm, bn, bk, s, w in shapes]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
+        for bm, bn, bk, s, w in shapes
+    ]
 
 
 def _prune(configs: list, named_args: dict, **_: Any) -> list:
@@ -263,8 +395,11 @@ def _prune(configs: list, named_args: dict, **_: Any) -> list:
 
 @functools.cache
 def _tiled_tuned():
-    return triton.autotune(configs=_configs(), key=["M", "N", "K", "s_ak", "s_bn", "PRECISION"],
-                           prune_configs_by={"early_config_prune": _prune})(_gemm_tiled)
+    return triton.autotune(
+        configs=_configs(),
+        key=["M", "N", "K", "s_ak", "s_bn", "PRECISION"],
+        prune_configs_by={"early_config_prune": _prune},
+    )(_gemm_tiled)
 
 
 # -------------------------------------------------------------------------------- SM90: TMA, persistent
@@ -295,12 +430,49 @@ def _set_allocator() -> None:
 
 
 @triton.jit
-def _gemm_tma(a_ptr, b_ptr, c_ptr, bias_ptr, epi_ptr, res_ptr, B, M, N, K,
-              s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
-              s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
-              HAS_BIAS: tl.constexpr, S0: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr, S3: tl.constexpr,
-              PRECISION: tl.constexpr, B_KMAJOR: tl.constexpr, NUM_SMS: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+def _gemm_tma(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    bias_ptr,
+    epi_ptr,
+    res_ptr,
+    B,
+    M,
+    N,
+    K,
+    s_ab,
+    s_am,
+    s_ak,
+    s_bb,
+    s_bk,
+    s_bn,
+    s_cb,
+    s_cm,
+    s_cn,
+    s_xb,
+    s_xm,
+    s_xn,
+    s_eb,
+    s_em,
+    s_en,
+    s_rb,
+    s_rm,
+    s_rn,
+    scale,
+    HAS_BIAS: tl.constexpr,
+    S0: tl.constexpr,
+    S1: tl.constexpr,
+    S2: tl.constexpr,
+    S3: tl.constexpr,
+    PRECISION: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[s_am, 1], block_shape=[BLOCK_M, BLOCK_K])
     if B_KMAJOR:  # B stored column-major: read N x K tiles of B^T and transpose them in registers
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[s_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
@@ -323,24 +495,59 @@ def _gemm_tma(a_ptr, b_ptr, c_ptr, bias_ptr, epi_ptr, res_ptr, B, M, N, K,
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
         offs_m = off_m + tl.arange(0, BLOCK_M)
         offs_n = off_n + tl.arange(0, BLOCK_N)
-        _epilogue(acc, tl.program_id(1), offs_m, offs_n, M, N, c_ptr, bias_ptr, epi_ptr, res_ptr,
-                  s_cb, s_cm, s_cn, s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
-                  HAS_BIAS, S0, S1, S2, S3)
+        _epilogue(
+            acc,
+            tl.program_id(1),
+            offs_m,
+            offs_n,
+            M,
+            N,
+            c_ptr,
+            bias_ptr,
+            epi_ptr,
+            res_ptr,
+            s_cb,
+            s_cm,
+            s_cn,
+            s_xb,
+            s_xm,
+            s_xn,
+            s_eb,
+            s_em,
+            s_en,
+            s_rb,
+            s_rm,
+            s_rn,
+            scale,
+            HAS_BIAS,
+            S0,
+            S1,
+            S2,
+            S3,
+        )
 
 
 def _tma_configs() -> list[triton.Config]:
     shapes = [  # BLOCK_M, BLOCK_N, BLOCK_K, stages, warps
-        (128, 256, 64, 3, 8), (128, 128, 64, 4, 8), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4),
-        (16, 64, 256, 4, 4), (16, 32, 256, 5, 4), (32, 64, 128, 4, 4),
+        (128, 256, 64, 3, 8),
+        (128, 128, 64, 4, 8),
+        (128, 128, 64, 4, 4),
+        (64, 128, 64, 4, 4),
+        (16, 64, 256, 4, 4),
+        (16, 32, 256, 5, 4),
+        (32, 64, 128, 4, 4),
     ]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
-            for bm, bn, bk, s, w in shapes]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
+        for bm, bn, bk, s, w in shapes
+    ]
 
 
 @functools.cache
 def _tma_tuned():
-    return triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "B_KMAJOR"],
-                           prune_configs_by={"early_config_prune": _prune})(_gemm_tma)
+    return triton.autotune(
+        configs=_tma_configs(), key=["M", "N", "K", "B_KMAJOR"], prune_configs_by={"early_config_prune": _prune}
+    )(_gemm_tma)
 
 
 @functools.cache
@@ -373,9 +580,26 @@ def _split_k_pays(m: int, n: int, k: int, batch: int, a: torch.Tensor) -> bool:
 
 
 @triton.jit
-def _gemm_split_k(a_ptr, b_ptr, ws_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn,
-                  PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  SPLIT_K: tl.constexpr, GROUP_M: tl.constexpr):
+def _gemm_split_k(
+    a_ptr,
+    b_ptr,
+    ws_ptr,
+    M,
+    N,
+    K,
+    s_ab,
+    s_am,
+    s_ak,
+    s_bb,
+    s_bk,
+    s_bn,
+    PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     """One K slice of one output tile, added into a float32 workspace (batch, M, N)."""
     pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     z = tl.program_id(1).to(tl.int64)
@@ -403,35 +627,96 @@ def _gemm_split_k(a_ptr, b_ptr, ws_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s
 
 
 @triton.jit
-def _epilogue_of_sums(ws_ptr, c_ptr, bias_ptr, epi_ptr, res_ptr, M, N,
-                      s_cb, s_cm, s_cn, s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
-                      HAS_BIAS: tl.constexpr, S0: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr,
-                      S3: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _epilogue_of_sums(
+    ws_ptr,
+    c_ptr,
+    bias_ptr,
+    epi_ptr,
+    res_ptr,
+    M,
+    N,
+    s_cb,
+    s_cm,
+    s_cn,
+    s_xb,
+    s_xm,
+    s_xn,
+    s_eb,
+    s_em,
+    s_en,
+    s_rb,
+    s_rm,
+    s_rn,
+    scale,
+    HAS_BIAS: tl.constexpr,
+    S0: tl.constexpr,
+    S1: tl.constexpr,
+    S2: tl.constexpr,
+    S3: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     z = tl.program_id(1)
     offs_m = tl.program_id(0) // tl.cdiv(N, BLOCK_N) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(0) % tl.cdiv(N, BLOCK_N) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     ws = ws_ptr + z.to(tl.int64) * M * N + offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
     acc = tl.load(ws, mask=mask, other=0.0)
-    _epilogue(acc, z, offs_m, offs_n, M, N, c_ptr, bias_ptr, epi_ptr, res_ptr,
-              s_cb, s_cm, s_cn, s_xb, s_xm, s_xn, s_eb, s_em, s_en, s_rb, s_rm, s_rn, scale,
-              HAS_BIAS, S0, S1, S2, S3)
+    _epilogue(
+        acc,
+        z,
+        offs_m,
+        offs_n,
+        M,
+        N,
+        c_ptr,
+        bias_ptr,
+        epi_ptr,
+        res_ptr,
+        s_cb,
+        s_cm,
+        s_cn,
+        s_xb,
+        s_xm,
+        s_xn,
+        s_eb,
+        s_em,
+        s_en,
+        s_rb,
+        s_rm,
+        s_rn,
+        scale,
+        HAS_BIAS,
+        S0,
+        S1,
+        S2,
+        S3,
+    )
 
 
 def _split_configs() -> list[triton.Config]:
     shapes = [  # BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, stages, warps
-        (16, 64, 128, 4, 4, 4), (16, 64, 256, 2, 4, 4), (16, 32, 256, 2, 4, 4), (16, 128, 128, 8, 4, 4),
-        (16, 64, 128, 8, 3, 4), (32, 64, 128, 4, 4, 4),
+        (16, 64, 128, 4, 4, 4),
+        (16, 64, 256, 2, 4, 4),
+        (16, 32, 256, 2, 4, 4),
+        (16, 128, 128, 8, 4, 4),
+        (16, 64, 128, 8, 3, 4),
+        (32, 64, 128, 4, 4, 4),
     ]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "GROUP_M": 8},
-                          num_stages=s, num_warps=w) for bm, bn, bk, sk, s, w in shapes]
+    return [
+        triton.Config(
+            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "GROUP_M": 8}, num_stages=s, num_warps=w
+        )
+        for bm, bn, bk, sk, s, w in shapes
+    ]
 
 
 @functools.cache
 def _split_tuned():
     # Every config adds into the workspace: the autotuner zeroes it before each of its timing runs.
-    return triton.autotune(configs=_split_configs(), key=["M", "N", "K", "s_ak", "s_bn", "PRECISION"],
-                           reset_to_zero=["ws_ptr"])(_gemm_split_k)
+    return triton.autotune(
+        configs=_split_configs(), key=["M", "N", "K", "s_ak", "s_bn", "PRECISION"], reset_to_zero=["ws_ptr"]
+    )(_gemm_split_k)
 
 
 def _launch_split_k(args: tuple, flags: dict, out: torch.Tensor) -> None:
@@ -445,5 +730,6 @@ def _launch_split_k(args: tuple, flags: dict, out: torch.Tensor) -> None:
     _split_tuned()[grid](a, b, ws, m, n, k, *s_a, *s_b, PRECISION=flags["PRECISION"])
     steps = {key: flags[key] for key in ("HAS_BIAS", "S0", "S1", "S2", "S3")}
     grid2 = (triton.cdiv(m, 16) * triton.cdiv(n, 128), batch)
-    _epilogue_of_sums[grid2](ws, c, bias, epi, res, m, n, *s_c, *args[19:28], args[28], **steps,
-                             BLOCK_M=16, BLOCK_N=128)
+    _epilogue_of_sums[grid2](
+        ws, c, bias, epi, res, m, n, *s_c, *args[19:28], args[28], **steps, BLOCK_M=16, BLOCK_N=128
+    )

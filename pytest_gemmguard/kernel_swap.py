@@ -18,11 +18,12 @@ import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .errors import Unsupported
+
+if TYPE_CHECKING:
+    import torch
 
 # The step names kernels take (as ops.STEPS names them); the pass emits "bias" for the first tensor add and
 # "residual" for the second: the kernel adds either the same way, through its own strides.
@@ -31,8 +32,9 @@ _planted: dict[str, Callable[..., Any]] = {}  # op name -> a test's wrong kernel
 
 
 def load_kernels(module: str) -> Any:
-    """`kernels/<module>.py`: from the installed distribution (package `gemmguard_kernels`), else from the
-    source checkout this package sits in (a tree on PYTHONPATH, as on a CI or GPU machine)."""
+    """`kernels/<module>.py` of the source checkout this package sits in (an editable install, or a tree on
+    PYTHONPATH as on a CI or GPU machine), as module `gemmguard_kernels.<module>`; a package of that name,
+    where one is installed, comes first."""
     name = f"gemmguard_kernels.{module}"
     if name in sys.modules:
         return sys.modules[name]
@@ -66,11 +68,15 @@ def plant(op_name: str, kernel: Callable[..., Any] | None) -> None:
 
 def define_op(op_name: str, backend: str, kernels: Callable[[], Any]) -> Any:
     """The custom op `gemmguard::<op_name>` (defined once per process; torch cannot remove a library op)."""
+    import torch
+
     existing = getattr(torch.ops.gemmguard, op_name, None) if hasattr(torch.ops, "gemmguard") else None
     if existing is not None:
         return existing.default
-    schema = ("(Tensor a, Tensor b, Tensor? bias, Tensor? epi_bias, Tensor? residual, str steps, float scale, "
-              "ScalarType? out_dtype) -> Tensor")
+    schema = (
+        "(Tensor a, Tensor b, Tensor? bias, Tensor? epi_bias, Tensor? residual, str steps, float scale, "
+        "ScalarType? out_dtype) -> Tensor"
+    )
 
     @torch.library.custom_op(f"gemmguard::{op_name}", mutates_args=(), schema=schema)
     def op(a, b, bias, epi_bias, residual, steps, scale, out_dtype):
@@ -82,8 +88,7 @@ def define_op(op_name: str, backend: str, kernels: Callable[[], Any]) -> Any:
         if why:
             raise Unsupported(backend, why)
         run = _planted.get(op_name, module.gemm)
-        return run(a, b, bias=bias, steps=chain, epi_bias=epi_bias, residual=residual, scale=scale,
-                   out_dtype=out_dtype)
+        return run(a, b, bias=bias, steps=chain, epi_bias=epi_bias, residual=residual, scale=scale, out_dtype=out_dtype)
 
     @op.register_fake
     def _(a, b, bias, epi_bias, residual, steps, scale, out_dtype):
@@ -101,11 +106,15 @@ def _source_hash(module: Any) -> str:
 
 
 def _val(node: Any) -> Any:
+    import torch
+
     return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
 def _gemm_operands(node: Any) -> tuple[Any, Any, Any] | None:
     """(a, b, bias) of a GEMM node the kernels take as a plain product (alpha = beta = 1), else None."""
+    import torch
+
     aten = torch.ops.aten
     if node.target in (aten.mm.default, aten.bmm.default):
         return node.args[0], node.args[1], None
@@ -118,6 +127,7 @@ def _gemm_operands(node: Any) -> tuple[Any, Any, Any] | None:
 
 def _only(node: Any, target: Any) -> Any:
     """The single user of `node` when it is a call of `target`, else None."""
+
     users = list(node.users)
     return users[0] if len(users) == 1 and users[0].target is target else None
 
@@ -125,6 +135,8 @@ def _only(node: Any, target: Any) -> Any:
 def _decomposed(produced: Any) -> tuple[str, Any] | None:
     """silu and exact gelu as Inductor's decompositions leave them in the post-grad graph (the value read twice):
     silu: x / (exp(-x) + 1); gelu: (x * 0.5) * (erf(x * 0.7071...) + 1). Returns (step, the node that ends it)."""
+    import torch
+
     aten = torch.ops.aten
     users = list(produced.users)
     if len(users) != 2:
@@ -149,6 +161,8 @@ def _decomposed(produced: Any) -> tuple[str, Any] | None:
 
 def _next_step(node: Any, produced: Any, adds: int) -> tuple[str, Any] | None:
     """What the single consumer `node` of `produced` adds to the chain: (step, argument), or None to stop."""
+    import torch
+
     aten, prims = torch.ops.aten, torch.ops.prims
     t = node.target
     if not node.args or (node.args[0] is not produced and t not in (aten.add.Tensor, aten.mul.Tensor)):
@@ -177,13 +191,15 @@ def _next_step(node: Any, produced: Any, adds: int) -> tuple[str, Any] | None:
 
 
 def _broadcasts(extra: torch.Tensor, out: torch.Tensor) -> bool:
+
     if extra.dim() > out.dim():
         return False
-    return all(e == 1 or e == o for e, o in zip(reversed(extra.shape), reversed(out.shape)))
+    return all(e == 1 or e == o for e, o in zip(reversed(extra.shape), reversed(out.shape), strict=False))
 
 
 def swap_pass(op_name: str, backend: str, kernels: Callable[[], Any], uuid: str) -> Any:
     """The post-grad pass that swaps each GEMM (and the chain it feeds alone) for `gemmguard::<op_name>`."""
+
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
     class SwapInKernel(CustomGraphPass):
@@ -223,8 +239,13 @@ def swap_pass(op_name: str, backend: str, kernels: Callable[[], Any], uuid: str)
                     steps = tuple(dict.fromkeys(s for _, s, _ in chain))
                     picked = {s: arg for _, s, arg in chain}  # for "cast": the last one's dtype
                     why = module.takes(
-                        *metas, bias=_val(bias), steps=steps, epi_bias=_val(picked.get("bias")),
-                        residual=_val(picked.get("residual")), out_dtype=picked.get("cast"))
+                        *metas,
+                        bias=_val(bias),
+                        steps=steps,
+                        epi_bias=_val(picked.get("bias")),
+                        residual=_val(picked.get("residual")),
+                        out_dtype=picked.get("cast"),
+                    )
                     if not why or not chain:
                         break
                     chain.pop()
@@ -233,8 +254,18 @@ def swap_pass(op_name: str, backend: str, kernels: Callable[[], Any], uuid: str)
                 last = chain[-1][0] if chain else node
                 with graph.inserting_before(last):
                     swapped = graph.call_function(
-                        op, (a, b, bias, picked.get("bias"), picked.get("residual"), "+".join(steps),
-                             float(picked.get("scale", 1.0)), picked.get("cast")))
+                        op,
+                        (
+                            a,
+                            b,
+                            bias,
+                            picked.get("bias"),
+                            picked.get("residual"),
+                            "+".join(steps),
+                            float(picked.get("scale", 1.0)),
+                            picked.get("cast"),
+                        ),
+                    )
                 swapped.meta.update(last.meta)
                 last.replace_all_uses_with(swapped)
                 # The GEMM and the absorbed chain (decomposed steps included) now have no users.
@@ -245,4 +276,3 @@ def swap_pass(op_name: str, backend: str, kernels: Callable[[], Any], uuid: str)
             return f"{uuid}-{_source_hash(kernels())}"
 
     return SwapInKernel()
-

@@ -18,7 +18,9 @@ def test_bf16(gemm_benchmark, shape):
     m = gemm_benchmark(shape=shape, dtype="bfloat16")
     share = m.ref_median_s / m.median_s if m.ref_median_s else float("nan")
     cold = f"{m.cold_compile_s:.1f}" if m.cold_compile_s is not None else "-"
-    print(f"\nKERNELS {m.backend:18s} {'x'.join(map(str, shape)):16s} {m.median_s * 1e3:9.4f} ms "
-          f"{m.flops / m.median_s / 1e12:7.1f} TFLOP/s  cuBLAS/this {share:5.3f}  cold {cold} s  "
-          f"n={m.n} {m.method}  {','.join(m.kernels)[:80]}")
+    print(
+        f"\nKERNELS {m.backend:18s} {'x'.join(map(str, shape)):16s} {m.median_s * 1e3:9.4f} ms "
+        f"{m.flops / m.median_s / 1e12:7.1f} TFLOP/s  cuBLAS/this {share:5.3f}  cold {cold} s  "
+        f"n={m.n} {m.method}  {','.join(m.kernels)[:80]}"
+    )
     assert m.kernels

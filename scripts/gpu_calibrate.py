@@ -73,8 +73,11 @@ def main() -> int:
     if args.merge:
         import glob
 
-        rows = [json.loads(line) for f in sorted(glob.glob(os.path.join(args.out, "calibration*.jsonl")))
-                for line in open(f)]
+        rows = [
+            json.loads(line)
+            for f in sorted(glob.glob(os.path.join(args.out, "calibration*.jsonl")))
+            for line in open(f)
+        ]
         return table(rows, args.backend, 0.0, "merged")
 
     import torch
@@ -98,8 +101,9 @@ def main() -> int:
     if per > 1:
         grouped = []
         for j, c in enumerate(cases):
-            more = draw(per - 1, 5000 + j, device, ops=[c.op], dtypes=[c.dtype], layouts=[c.layout],
-                        epilogues=[c.epilogue])
+            more = draw(
+                per - 1, 5000 + j, device, ops=[c.op], dtypes=[c.dtype], layouts=[c.layout], epilogues=[c.epilogue]
+            )
             grouped += [c, *more[: per - 1]]
         cases = grouped
     compiler = Compiler(dynamic=args.dynamic, timeout_s=120)

@@ -20,8 +20,9 @@ def parse(text: str):
     op, dims, dtype, layout, epi = text.split()
     sizes = [int(x) for x in dims.split("×")]
     batch, (m, n, k) = (sizes[0], sizes[1:]) if len(sizes) == 4 else (0, sizes)
-    return GemmCase(op=op, m=m, n=n, k=k, batch=batch, dtype=dtype, layout=layout,
-                    epilogue=epi.split("=", 1)[1], seed=5001)
+    return GemmCase(
+        op=op, m=m, n=n, k=k, batch=batch, dtype=dtype, layout=layout, epilogue=epi.split("=", 1)[1], seed=5001
+    )
 
 
 def check(case, dynamic: bool, backend: str, compiler=None) -> str:

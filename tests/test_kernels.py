@@ -54,8 +54,9 @@ def ragged_row_bug():
 def _run(pytester, plugin_args, *args):
     if not ON_GPU:
         pytester._monkeypatch.setenv("TRITON_INTERPRET", "1")
-    return pytester.runpytest_subprocess(*plugin_args, f"--gemm-backends={BACKEND}", "-p", "no:cacheprovider",
-                                         "--gemm-seed=7", *args, timeout=900)
+    return pytester.runpytest_subprocess(
+        *plugin_args, f"--gemm-backends={BACKEND}", "-p", "no:cacheprovider", "--gemm-seed=7", *args, timeout=900
+    )
 
 
 def _row(text: str) -> list[int]:
@@ -78,7 +79,8 @@ def test_the_kernel_is_right_on_the_default_space_and_says_what_it_cannot_run(py
 
 def test_the_epilogue_runs_inside_the_kernel(pytester, plugin_args):
     """The pass hands the whole chain to the kernel: the compiled graph's only kernel is the custom op."""
-    pytester.makepyfile(test_user="""
+    pytester.makepyfile(
+        test_user="""
 import torch
 from pytest_gemmguard import gemm_case
 
@@ -87,7 +89,8 @@ def test_chain(gemm):
     result = gemm.check()
     launches = [k.name for g in result.record.graphs for k in g.launches]
     assert launches == ["kernels_triton_gemm"], (launches, [g.code for g in result.record.graphs])
-""")
+"""
+    )
     result = _run(pytester, plugin_args)
     assert result.ret == 0, result.stdout.str()[-3000:]
 
@@ -105,11 +108,12 @@ def test_a_ragged_tile_bug_in_the_kernel_fails_with_a_shrunk_example(pytester, p
 
 @pytest.mark.skipif(not ON_GPU, reason="benchmarks time CUDA kernels")
 def test_the_benchmark_fixture_times_the_kernel(pytester, plugin_args):
-    pytester.makepyfile(test_bench="""
+    pytester.makepyfile(
+        test_bench="""
 def test_decode(gemm_benchmark):
     m = gemm_benchmark(shape=(16, 4096, 4096), dtype="bfloat16")
     assert m.kernels and "kernels_triton_gemm" in str(m.kernels)
-""")
+"""
+    )
     result = _run(pytester, plugin_args)
     assert result.ret == 0, result.stdout.str()[-3000:]
-

@@ -11,7 +11,8 @@ from importlib.metadata import entry_points
 
 from .base import Backend, Probe
 
-BUILTIN = ("aten", "triton", "cutlass", "cutedsl", "cutedsl_quack", "cpp", "triton_kernels", "cutedsl_kernels")  # modules, each with a BACKEND
+# Modules, each with a BACKEND; the last two are gemmguard's own kernels (kernels/), which `auto` leaves out.
+BUILTIN = ("aten", "triton", "cutlass", "cutedsl", "cutedsl_quack", "cpp", "triton_kernels", "cutedsl_kernels")
 _REGISTRY: dict[str, Backend] = {}
 _ADDED: list[str] = []  # run-time registrations, in order (a session's own are released when it ends)
 
