@@ -40,13 +40,10 @@ class TritonKernelsBackend(Backend):
         return "cpu" if _interpreting() else "cuda"
 
     def probe(self) -> Probe:
-        problem = missing_module("triton", "triton")
+        # The GPU first, as the other GPU backends do: on a CPU machine the fix is a GPU, not triton.
+        problem = (None if _interpreting() else cuda_probe((8, 0))) or missing_module("triton", "triton")
         if problem:
             return problem
-        if not _interpreting():
-            problem = cuda_probe((8, 0))
-            if problem:
-                return problem
         try:
             module = _kernels()
         except Exception as exc:  # a kernel file that does not import is this backend's reason, not a crash

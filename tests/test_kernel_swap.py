@@ -1,0 +1,85 @@
+"""kernel_swap's graph pass on the CPU, through real Inductor compiles and without triton: a stand-in kernel
+module (torch math) sits where kernels/*.py would, so CI checks which GEMMs and epilogue chains the pass
+hands to a kernel and what it leaves to Inductor (tests/test_kernels.py runs the real Triton kernel)."""
+
+import types
+
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+from pytest_gemmguard import kernel_swap
+
+UNARY = {"relu": torch.relu, "gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu,
+         "sigmoid": torch.sigmoid, "tanh": torch.tanh}  # fmt: skip
+
+
+def stand_in(refuses: str = "") -> types.SimpleNamespace:
+    """A kernel module with the contract of kernels/triton_gemm.py; `refuses` names a step it cannot fuse."""
+
+    def takes(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, out_dtype=None):
+        return f"no {refuses}" if refuses and refuses in steps else None
+
+    def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=1.0, out_dtype=None):
+        y = a.float() @ b.float()
+        if bias is not None:
+            y = y + bias.float()
+        for step in steps:
+            if step in UNARY:
+                y = UNARY[step](y)
+            elif step == "scale":
+                y = y * scale
+            elif step == "bias":
+                y = y + epi_bias.float()
+            elif step == "residual":
+                y = y + residual.float()
+        return y.to(out_dtype or a.dtype)
+
+    return types.SimpleNamespace(takes=takes, gemm=gemm, __file__=kernel_swap.__file__)
+
+
+def compiled_calls(fn, args, module, op_name):
+    torch._dynamo.reset()
+    swap = kernel_swap.swap_pass(op_name, "stand-in", lambda: module, f"test-{op_name}")
+    options = {"post_grad_custom_post_pass": swap, "max_autotune": True, "max_autotune_gemm_backends": "ATEN"}
+    out, (code,) = run_and_get_code(torch.compile(fn, options=options), *args)
+    expected = fn(*[a.double() for a in args])
+    assert (out.double() - expected).abs().max() < 1e-2
+    calls = [ln.strip() for ln in code.splitlines() if f"torch.ops.gemmguard.{op_name}" in ln and "=" in ln]
+    others = [ln for ln in code.splitlines() if "async_compile.cpp_pybinding" in ln or "extern_kernels." in ln]
+    return [c for c in calls if "assert" not in c], others
+
+
+def _inputs(*shapes):
+    torch.manual_seed(0)
+    return [torch.randn(*s, dtype=torch.float16) for s in shapes]
+
+
+def test_a_gemm_and_its_whole_chain_become_one_kernel_call():
+    def fn(bias, a, b, eb):
+        return torch.tanh(torch.nn.functional.gelu(torch.addmm(bias, a, b) + eb) * -1.5).float()
+
+    calls, others = compiled_calls(fn, _inputs((24,), (8, 16), (16, 24), (24,)), stand_in(), "swap_whole")
+    assert len(calls) == 1 and not others, (calls, others)
+    # Inductor's decomposed gelu and its upcasts are recognised: the steps arrive in order, casts included.
+    steps = calls[0].split("'")[1].split("+")
+    assert [s for s in steps if s != "cast"] == ["bias", "gelu", "scale", "tanh"], steps
+    assert "-1.5" in calls[0] and "torch.float32" in calls[0]
+
+
+def test_what_the_kernel_refuses_stays_inductors():
+    def fn(a, b, r):
+        return torch.tanh(torch.nn.functional.silu(torch.mm(a, b) + r))
+
+    calls, others = compiled_calls(fn, _inputs((8, 16), (16, 24), (8, 24)), stand_in(refuses="tanh"), "swap_trim")
+    assert len(calls) == 1 and "tanh" not in calls[0] and "silu" in calls[0], calls
+    assert any("cpp_pybinding" in ln for ln in others), others  # tanh runs in Inductor's own kernel
+
+
+@pytest.mark.parametrize("alpha", [1, 2])
+def test_a_scaled_addmm_is_left_alone(alpha):
+    def fn(bias, a, b):
+        return torch.addmm(bias, a, b, alpha=alpha)
+
+    calls, others = compiled_calls(fn, _inputs((24,), (8, 16), (16, 24)), stand_in(), f"swap_alpha{alpha}")
+    assert (len(calls) == 1) == (alpha == 1), (calls, others)
