@@ -408,6 +408,8 @@ def _tma_fits(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
     takes one GEMM (no batch) with A row-major and B row- or column-major."""
     if a.device.type != "cuda" or torch.cuda.get_device_capability(a.device) < (9, 0) or a.shape[0] != 1:
         return False
+    if a.shape[2] == 0:  # a descriptor cannot describe an empty K: the tiled kernel writes the bias alone
+        return False
     if os.environ.get("GEMMGUARD_KERNELS_TMA", "1") == "0" or a.dtype == torch.float32:
         return False
     size = a.element_size()

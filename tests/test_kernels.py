@@ -1,11 +1,13 @@
-"""gemmguard's own Triton GEMM (kernels/triton_gemm.py), guarded through the public API like any backend.
+"""gemmguard's own GEMMs (kernels/), guarded through the public API like any backend.
 
-The inner test files use `@gemm_case` and `gemm.check()` only, run with `--gemm-backends=triton[kernels]`.
-On a GPU the kernel runs for real; on a CPU machine with triton installed it runs through Triton's
-interpreter (TRITON_INTERPRET=1: float16 and float32; the interpreter misreads bfloat16, which the backend
-then reports unsupported). Without triton the module skips, saying so.
+The inner test files use `@gemm_case` and `gemm.check()` only, run with `--gemm-backends=triton[kernels]`
+or `cutedsl[kernels]`. On a GPU the kernels run for real; on a CPU machine with triton installed the Triton
+one runs through Triton's interpreter (TRITON_INTERPRET=1: float16 and float32; the interpreter misreads
+bfloat16, which the backend then reports unsupported). The CuteDSL one needs an SM90 GPU and
+nvidia-cutlass-dsl. Without what a kernel needs its tests skip, saying so.
 """
 
+import importlib.util
 import re
 
 import pytest
@@ -14,7 +16,22 @@ pytest.importorskip("triton", reason="triton is not installed: kernels/triton_ge
 import torch
 
 ON_GPU = torch.cuda.is_available()
-BACKEND = "triton[kernels]"
+SM90 = ON_GPU and torch.cuda.get_device_capability() >= (9, 0)
+# backend -> (its custom op, the kernel file, why it cannot run here or "")
+KERNELS = {
+    "triton[kernels]": ("kernels_triton_gemm", "triton_gemm", ""),
+    "cutedsl[kernels]": ("kernels_cute_gemm", "cute_gemm", "" if SM90 and importlib.util.find_spec("cutlass")
+                         else "kernels/cute_gemm.py needs an SM90 GPU and nvidia-cutlass-dsl"),
+}  # fmt: skip
+
+
+@pytest.fixture(params=list(KERNELS))
+def kernel(request):
+    op, module, missing = KERNELS[request.param]
+    if missing:
+        pytest.skip(missing)
+    return request.param, op, module
+
 
 USER_FILE = """
 from pytest_gemmguard import gemm_case
@@ -37,7 +54,7 @@ from pytest_gemmguard import kernel_swap
 
 @pytest.fixture(autouse=True)
 def ragged_row_bug():
-    real = kernel_swap.load_kernels("triton_gemm").gemm
+    real = kernel_swap.load_kernels("{module}").gemm
 
     def wrong(a, b, **kw):
         out = real(a, b, **kw)
@@ -45,60 +62,64 @@ def ragged_row_bug():
             out[..., -1, :] = 0
         return out
 
-    kernel_swap.plant("kernels_triton_gemm", wrong)
+    kernel_swap.plant("{op}", wrong)
     yield
-    kernel_swap.plant("kernels_triton_gemm", None)
+    kernel_swap.plant("{op}", None)
 """
 
 
-def _run(pytester, plugin_args, *args):
+def _run(pytester, plugin_args, backend, *args):
     if not ON_GPU:
         pytester._monkeypatch.setenv("TRITON_INTERPRET", "1")
     return pytester.runpytest_subprocess(
-        *plugin_args, f"--gemm-backends={BACKEND}", "-p", "no:cacheprovider", "--gemm-seed=7", *args, timeout=900
+        *plugin_args, f"--gemm-backends={backend}", "-p", "no:cacheprovider", "--gemm-seed=7", *args, timeout=900
     )
 
 
-def _row(text: str) -> list[int]:
+def _row(text: str, backend: str) -> list[int]:
     """The backend's row of the results table: passed, unsup., failed, unavail | verified, unsup., failed."""
-    line = next(ln for ln in text.splitlines() if ln.startswith(BACKEND + " "))
+    line = next(ln for ln in text.splitlines() if ln.startswith(backend + " "))
     return [int(x) for x in re.findall(r"\b\d+\b", line.split("|")[0] + line.split("|")[1])[:7]]
 
 
-def test_the_kernel_is_right_on_the_default_space_and_says_what_it_cannot_run(pytester, plugin_args):
+def test_the_kernel_is_right_on_the_default_space_and_says_what_it_cannot_run(pytester, plugin_args, kernel):
+    backend = kernel[0]
     pytester.makepyfile(test_user=USER_FILE.format(n=25 if ON_GPU else 10))
-    result = _run(pytester, plugin_args)
+    result = _run(pytester, plugin_args, backend)
     text = result.stdout.str()
     assert result.ret == 0, text[-3000:]
-    passed, _, failed, _, verified, unsupported, wrong = _row(text)
+    passed, _, failed, _, verified, unsupported, wrong = _row(text, backend)
     assert passed == 2 and failed == 0 and wrong == 0
-    # Provenance: the kernel really ran (verified cases), and what it cannot take is named, not passed.
-    assert verified >= (30 if ON_GPU else 8), text[-2000:]
-    assert unsupported > 0 and f"unsupported by {BACKEND}" in text
+    # Provenance: the kernel really ran (verified cases), and what it cannot take is named, not passed. The
+    # CuteDSL kernel takes half precision alone (about half the default space).
+    assert verified >= (30 if ON_GPU and backend.startswith("triton") else 8), text[-2000:]
+    assert unsupported > 0 and f"unsupported by {backend}" in text
 
 
-def test_the_epilogue_runs_inside_the_kernel(pytester, plugin_args):
+def test_the_epilogue_runs_inside_the_kernel(pytester, plugin_args, kernel):
     """The pass hands the whole chain to the kernel: the compiled graph's only kernel is the custom op."""
     pytester.makepyfile(
         test_user="""
 import torch
 from pytest_gemmguard import gemm_case
 
-@gemm_case(ops=["addmm"], dtypes=["float16"], epilogues=["bias+gelu+scale", "residual+silu+cast"], max_examples=4)
+@gemm_case(ops=["addmm"], dtypes=["float16"], layouts=["contiguous"], epilogues=["bias+gelu+scale",
+           "residual+silu+cast"], shapes=[(64, 128, 64), (96, 256, 128)], max_examples=4)
 def test_chain(gemm):
     result = gemm.check()
     launches = [k.name for g in result.record.graphs for k in g.launches]
-    assert launches == ["kernels_triton_gemm"], (launches, [g.code for g in result.record.graphs])
-"""
+    assert launches == ["{op}"], (launches, [g.code for g in result.record.graphs])
+""".replace("{op}", kernel[1])
     )
-    result = _run(pytester, plugin_args)
+    result = _run(pytester, plugin_args, kernel[0])
     assert result.ret == 0, result.stdout.str()[-3000:]
 
 
-def test_a_ragged_tile_bug_in_the_kernel_fails_with_a_shrunk_example(pytester, plugin_args):
-    pytester.makeconftest(PLANTED)
+def test_a_ragged_tile_bug_in_the_kernel_fails_with_a_shrunk_example(pytester, plugin_args, kernel):
+    backend, op, module = kernel
+    pytester.makeconftest(PLANTED.replace("{module}", module).replace("{op}", op))
     pytester.makepyfile(test_user=USER_FILE.format(n=12).split("@gemm_case(ops")[0])
-    result = _run(pytester, plugin_args)
+    result = _run(pytester, plugin_args, backend)
     text = result.stdout.str()
     assert result.ret == 1, text[-3000:]
     assert "wrong result" in text.lower() or "mismatch" in text.lower(), text[-3000:]
@@ -107,13 +128,13 @@ def test_a_ragged_tile_bug_in_the_kernel_fails_with_a_shrunk_example(pytester, p
 
 
 @pytest.mark.skipif(not ON_GPU, reason="benchmarks time CUDA kernels")
-def test_the_benchmark_fixture_times_the_kernel(pytester, plugin_args):
+def test_the_benchmark_fixture_times_the_kernel(pytester, plugin_args, kernel):
     pytester.makepyfile(
         test_bench="""
 def test_decode(gemm_benchmark):
     m = gemm_benchmark(shape=(16, 4096, 4096), dtype="bfloat16")
-    assert m.kernels and "kernels_triton_gemm" in str(m.kernels)
-"""
+    assert m.kernels and "{op}" in str(m.kernels)
+""".replace("{op}", kernel[1])
     )
-    result = _run(pytester, plugin_args)
+    result = _run(pytester, plugin_args, kernel[0])
     assert result.ret == 0, result.stdout.str()[-3000:]
