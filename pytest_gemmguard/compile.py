@@ -274,6 +274,8 @@ def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, Cal
     What the backend raises is classified here, once: a timeout stays a timeout; no valid choice, or a
     route's kernel refusing the operands, is Unsupported; anything else is BackendCrashed (the case
     fails with the exception, at once: its size has nothing to do with it)."""
+    # A third-party backend need not subclass Backend: the two optional methods are looked up.
+    getattr(compiled.backend, "forget_refusals", lambda: None)()
     try:
         out, record = compiled(*inputs)
     except Exception as exc:
@@ -290,6 +292,9 @@ def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, Cal
         raise BackendCrashed(compiled.backend.name, chain[-1]) from exc
     reason = no_own_kernel_reason(record.graphs, compiled.backend.name)
     if reason is not None:
+        why = getattr(compiled.backend, "refusals", list)()
+        if why:
+            reason += f"; its kernel refused: {'; '.join(why)}"
         raise Unsupported(compiled.backend.name, reason)
     return out, record
 

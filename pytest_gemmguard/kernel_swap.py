@@ -29,6 +29,17 @@ if TYPE_CHECKING:
 # "residual" for the second: the kernel adds either the same way, through its own strides.
 _UNARY = ("relu", "gelu", "silu", "sigmoid", "tanh")
 _planted: dict[str, Callable[..., Any]] = {}  # op name -> a test's wrong kernel
+# op name -> why the pass left GEMMs alone in the graphs it saw since the last `forget_refusals` (the
+# unsupported verdict then says why the kernel did not run, not only that ATen did).
+_refusals: dict[str, list[str]] = {}
+
+
+def refusals(op_name: str) -> list[str]:
+    return list(dict.fromkeys(_refusals.get(op_name, [])))
+
+
+def forget_refusals(op_name: str) -> None:
+    _refusals.pop(op_name, None)
 
 
 def load_kernels(module: str) -> Any:
@@ -125,6 +136,12 @@ def _gemm_operands(node: Any) -> tuple[Any, Any, Any] | None:
     return None
 
 
+def _scaled_products() -> tuple[Any, ...]:
+    import torch
+
+    return (torch.ops.aten.addmm.default, torch.ops.aten.baddbmm.default)
+
+
 def _only(node: Any, target: Any) -> Any:
     """The single user of `node` when it is a call of `target`, else None."""
 
@@ -206,9 +223,12 @@ def swap_pass(op_name: str, backend: str, kernels: Callable[[], Any], uuid: str)
         def __call__(self, graph) -> None:
             op = define_op(op_name, backend, kernels)
             module = kernels()
+            refused = _refusals.setdefault(op_name, [])
             for node in list(graph.nodes):
                 operands = _gemm_operands(node)
                 if operands is None:
+                    if node.target in _scaled_products():
+                        refused.append("an addmm/baddbmm with alpha or beta other than 1")
                     continue
                 a, b, bias = operands
                 metas = [_val(x) for x in (a, b)]
@@ -250,6 +270,7 @@ def swap_pass(op_name: str, backend: str, kernels: Callable[[], Any], uuid: str)
                         break
                     chain.pop()
                 if why:
+                    refused.append(why)
                     continue
                 last = chain[-1][0] if chain else node
                 with graph.inserting_before(last):

@@ -83,3 +83,51 @@ def test_a_scaled_addmm_is_left_alone(alpha):
 
     calls, others = compiled_calls(fn, _inputs((24,), (8, 16), (16, 24)), stand_in(), f"swap_alpha{alpha}")
     assert (len(calls) == 1) == (alpha == 1), (calls, others)
+
+
+def test_a_refused_gemm_says_why_in_the_verdict():
+    """Through gemmguard's own check: the case is unsupported, and the reason names the kernel's refusal."""
+    from pytest_gemmguard import backends
+    from pytest_gemmguard.backends.base import Probe
+    from pytest_gemmguard.backends.triton_kernels import TritonKernelsBackend
+    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.errors import Unsupported
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.session import GemmSession, Options
+
+    module = stand_in()
+    module.takes = lambda a, b, **kw: "operands of this test never fit"
+
+    class Refusing(TritonKernelsBackend):
+        name = "refusing-stand-in"
+
+        def device(self):
+            return "cpu"
+
+        def probe(self):
+            return Probe(True)
+
+        def inductor_options(self):
+            swap = kernel_swap.swap_pass("swap_refusing", self.name, lambda: module, "test-refusing")
+            return {**super(TritonKernelsBackend, self).inductor_options(), "post_grad_custom_post_pass": swap}
+
+        def prepare(self):
+            return None
+
+        def refusals(self):
+            return kernel_swap.refusals("swap_refusing")
+
+        def forget_refusals(self):
+            kernel_swap.forget_refusals("swap_refusing")
+
+    case = GemmCase(op="mm", m=8, n=16, k=32, batch=0, dtype="float32", layout="contiguous", epilogue="none", seed=1)
+    options = Options()
+    options.compile_workers = 0
+    compiler = Compiler()
+    with backends.registered(Refusing()):
+        try:
+            with pytest.raises(Unsupported, match="its kernel refused: operands of this test never fit"):
+                Gemm(case, "refusing-stand-in", GemmSession(compiler, options)).check()
+        finally:
+            compiler.deactivate()

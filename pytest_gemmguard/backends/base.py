@@ -80,6 +80,14 @@ class Backend:
         """True when `launch` is a GEMM kernel of this backend."""
         raise NotImplementedError
 
+    def refusals(self) -> list[str]:
+        """Optional: why this backend's own route left GEMMs to another backend in the compiles since
+        `forget_refusals` (a route that swaps in a kernel of its own knows; Inductor's backends do not)."""
+        return []
+
+    def forget_refusals(self) -> None:
+        """Called before each run, so `refusals` speaks of that run's compiles only."""
+
     def repro_option_sources(self) -> dict[str, tuple[str, str]]:
         """For Inductor options whose values are objects (a graph pass): option -> (module, expression) that
         rebuilds the value in a standalone repro script."""

@@ -67,6 +67,12 @@ class TritonKernelsBackend(Backend):
     def claims(self, launch: KernelLaunch) -> bool:
         return launch.kind == "custom" and launch.name == OP_NAME
 
+    def refusals(self) -> list[str]:
+        return kernel_swap.refusals(OP_NAME)
+
+    def forget_refusals(self) -> None:
+        kernel_swap.forget_refusals(OP_NAME)
+
     def describe_kernel(self, launch: KernelLaunch) -> str:
         return f"{launch.name} (kernels/triton_gemm.py)" if self.claims(launch) else launch.name
 
