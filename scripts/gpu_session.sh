@@ -13,8 +13,9 @@
 #                                            benchmark table without quack (alone on the machine); then side by
 #                                            side: tests/test_kernels.py on the GPU, the triton calibration
 #                                            (issue 10: dynamic compiles, 6 shards) and the crash-containment test
-#   k2 (carry .gpu/b .gpu/cutlass_api_src)   install the CuteDSL set; kernels/check_cute.py; the kernels table
-#                                            with quack and cutedsl[kernels]; every ordered pair of backends
+#   ka, kb, kc                               (this session's calls, as run: BENCHMARKS.md, own kernels)
+#   n1, n2, n3                               prepared for the next session: the 2000-case calibration, the
+#                                            README main job with auto on the H200, cutedsl[kernels] tests
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -155,5 +156,56 @@ kc)  # the last call: the split-K decode path of triton[kernels]; the dynamic-sh
   } >"$log" 2>&1
   rm -f "$out/env.txt"; cat "$log"
   ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb or kc" >&2; exit 2 ;;
+n1)  # next session, call 1 (carry .gpu/a): the triton calibration at 2000 cases (issue 10: dynamic compiles,
+     # 20 shapes per structure, 6 shards, no workers), the crash-containment test with its new plant and
+     # triton[kernels]' tests, side by side (the GPU's timing does not matter to any of them)
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  export PYTHONPATH=$PWD:/tmp/site_a
+  for i in 0 1 2 3 4 5; do
+    (timeout -k 5 330 python3 scripts/gpu_calibrate.py --backend triton --dynamic --cases 2000 --seeds 10 \
+      --per-structure 20 --compiled 100000 --shard "$i/6" --deadline 300 --out /tmp/calib \
+      >"/tmp/calib-$i.txt" 2>&1; echo "rc=$?" >>"/tmp/calib-$i.txt") &
+  done
+  (timeout -k 5 330 python3 -m pytest "${plugins[@]}" tests/gpu/test_gpu_containment.py --gemm-backends=triton -rs \
+    >/tmp/n1-containment.txt 2>&1; echo "rc=$?" >>/tmp/n1-containment.txt) &
+  timeout -k 5 330 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -rs -k "triton" >/tmp/n1-kernels.txt 2>&1
+  echo "rc=$?" >>/tmp/n1-kernels.txt
+  wait
+  python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/n1-calib.txt" 2>&1
+  tail -2 /tmp/calib-*.txt >>"$out/n1-calib.txt"
+  cat /tmp/calib/calibration-triton-*.jsonl >"$out/n1-calibration.jsonl" 2>/dev/null
+  grep -v DEBUG /tmp/n1-containment.txt | tail -80 >"$out/n1-containment.txt"
+  grep -v DEBUG /tmp/n1-kernels.txt | tail -60 >"$out/n1-kernels.txt"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -v "^OVER\|^ERROR" "$out/n1-calib.txt" | tail -24; grep -c "^OVER" "$out/n1-calib.txt"
+  summary containment "$out/n1-containment.txt"; summary kernels "$out/n1-kernels.txt"
+  ;;
+n2)  # next session, call 2 (carry .gpu/b .gpu/cutlass_api_src): the README main job with auto and every GPU
+     # extra, default budget (issues 10 and 11: its exit status, summary and wall time)
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  start=$(date +%s)
+  timeout -k 10 540 python3 -m pytest "${plugins[@]}" examples -rs >"$out/n2-main-job.txt" 2>&1
+  echo "rc=$? wall=$(( $(date +%s) - start )) s" >>"$out/n2-main-job.txt"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -v DEBUG "$out/n2-main-job.txt" | sed -n '/gemmguard results/,$p' | head -40
+  tail -1 "$out/n2-main-job.txt"
+  ;;
+n3)  # next session, call 3, right after n2 (the CuteDSL set still installed): cutedsl[kernels] through
+     # gemmguard's tests, kernels/check_cute.py with the opt-in paths, every ordered pair of backends
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  python3 -c "import cutlass, quack" || { echo "n3: the CuteDSL set is gone (run n2 first, then n3 at once)"; exit 3; }
+  (timeout -k 5 300 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -rs -k "cutedsl" \
+    >/tmp/n3-kernels.txt 2>&1; echo "rc=$?" >>/tmp/n3-kernels.txt) &
+  CHECK_CUTE_BUDGET_S=150 OUT=$out timeout -k 5 240 python3 kernels/check_cute.py >"$out/n3-cute.txt" 2>&1
+  wait
+  GEMMGUARD_ORDERS_CACHE=/tmp/gg-orders-cache timeout -k 5 200 python3 -m pytest "${plugins[@]}" \
+    tests/test_backend_orders.py -v -rs -n 8 >/tmp/n3-orders.txt 2>&1; echo "rc=$?" >>/tmp/n3-orders.txt
+  grep -v DEBUG /tmp/n3-kernels.txt | tail -60 >"$out/n3-kernels.txt"
+  grep -E "PASSED|FAILED|SKIPPED|ERROR|rc=" /tmp/n3-orders.txt | cut -c1-200 >"$out/n3-orders.txt"
+  rm -f "$out/env.txt"; tail -30 "$out/n3-cute.txt"; summary kernels "$out/n3-kernels.txt"; tail -12 "$out/n3-orders.txt"
+  ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1, n2 or n3" >&2; exit 2 ;;
 esac
