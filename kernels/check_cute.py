@@ -2,6 +2,10 @@
 
     python3 kernels/check_cute.py            # correctness sweep, then timings (~2-4 min)
     python3 kernels/check_cute.py --quick    # a few cases only
+    python3 kernels/check_cute.py --optin    # only the opt-in paths next to the default (~1 min)
+
+The opt-in section (also at the end of a full run) sets GEMMGUARD_CUTE_SPLIT_K / GEMMGUARD_CUTE_RASTER
+in this process per case (cute_gemm reads them at call time) and prints default and opt-in side by side.
 
 Every case is caught on its own: a failing case prints one line and the sweep goes on.  Full
 tracebacks go to $OUT/check_cute.log when OUT is set (else ./check_cute.log).
@@ -37,6 +41,164 @@ def log_exc(what):
 
 def over_budget():
     return time.time() - T_START > BUDGET_S
+
+
+OPTIN_ENV = ("GEMMGUARD_CUTE_SPLIT_K", "GEMMGUARD_CUTE_RASTER", "GEMMGUARD_CUTE_BRANCH_EPI")
+
+
+def set_env(flags):
+    """Set exactly these opt-in switches (the others unset)."""
+    for k in OPTIN_ENV:
+        os.environ.pop(k, None)
+    os.environ.update(flags)
+
+
+def bench_ms(fn):
+    import torch
+
+    try:
+        from triton.testing import do_bench
+
+        return do_bench(fn, warmup=25, rep=200, return_mode="median")
+    except ImportError:
+        pass
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(50):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def graph_us(fn, reps=20):
+    """Kernel-only time of fn through a CUDA graph of `reps` calls, in us per call."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(reps):
+            fn()
+    return bench_ms(g.replay) / reps * 1e3
+
+
+def optin_section(cg, make, reference):
+    """Default path next to each opt-in path: correctness on the decode shapes, then timings."""
+    import torch
+
+    dev = "cuda"
+    modes = [
+        ("default", {}),
+        ("split-K", {"GEMMGUARD_CUTE_SPLIT_K": "1"}),
+        ("br-epi", {"GEMMGUARD_CUTE_BRANCH_EPI": "1"}),
+    ]
+    large_modes = [
+        ("default", {}),
+        ("raster16", {"GEMMGUARD_CUTE_RASTER": "16"}),
+        ("br-epi", {"GEMMGUARD_CUTE_BRANCH_EPI": "1"}),
+        ("r16+brepi", {"GEMMGUARD_CUTE_RASTER": "16", "GEMMGUARD_CUTE_BRANCH_EPI": "1"}),
+    ]
+    log(
+        "\n== opt-in paths: default vs GEMMGUARD_CUTE_SPLIT_K=1 (decode), GEMMGUARD_CUTE_BRANCH_EPI=1 (all), "
+        "GEMMGUARD_CUTE_RASTER=16 (large)"
+    )
+    decode = [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (16, 4096, 11008), (7, 4104, 3080)]
+    decode_modes = modes
+    chains = [
+        ("plain", None, (), None),
+        ("out fp32", None, (), torch.float32),
+        ("bias(N)+gelu", "N", ("gelu",), None),
+        ("bias(M,1)+bias+relu+scale", "M1", ("bias", "relu", "scale"), None),
+        ("silu+residual+cast", None, ("silu", "residual", "cast"), None),
+    ]
+    fails = ran = 0
+    cases = [(m, n, k, decode_modes) for m, n, k in decode]
+    cases += [(m, n, k, large_modes) for m, n, k in ((333, 520, 264), (4096, 4096, 4096))]
+    for m, n, k, case_modes in cases:
+        for dtype, b_col in ((torch.bfloat16, False), (torch.float16, False), (torch.bfloat16, True)):
+            for ci, (cname, bias_kind, steps, out_dtype) in enumerate(chains):
+                if (dtype != torch.bfloat16 or b_col or m * n * k >= 4096**3) and ci not in (0, 2):
+                    continue
+                a, b = make((), m, n, k, dtype, b_col)
+                bias = {
+                    "N": lambda: torch.randn(n, device=dev, dtype=dtype),
+                    "M1": lambda: torch.randn(m, 1, device=dev, dtype=torch.float32),
+                }.get(bias_kind, lambda: None)()
+                epi_bias = torch.randn(n, device=dev, dtype=dtype) if "bias" in steps else None
+                residual = torch.randn(m, n, device=dev, dtype=dtype) if "residual" in steps else None
+                ref = reference(a, b, bias, steps, epi_bias, residual, 0.37)
+                tol = (2e-2 if dtype == torch.bfloat16 else 5e-3) / (2 if out_dtype == torch.float32 else 1)
+                cols = []
+                for mode, flags in case_modes:
+                    set_env(flags)
+                    try:
+                        cfg = cg.pick_config(m, n, 1, cg._sms(a.device), k)
+                        split = cg.pick_split(cfg, m, n, k, 1, cg._sms(a.device))
+                        out = cg.gemm(
+                            a,
+                            b,
+                            bias=bias,
+                            steps=steps,
+                            epi_bias=epi_bias,
+                            residual=residual,
+                            scale=0.37,
+                            out_dtype=out_dtype,
+                        )
+                        torch.cuda.synchronize()
+                        err = ((out.double() - ref).abs().max() / (ref.abs().max() + 1)).item()
+                        ok = err <= tol and not math.isnan(err) and out.dtype == (out_dtype or dtype)
+                        fails += not ok
+                        ran += 1
+                        cols.append(f"{mode} {cfg.name} split={split}: {'ok ' if ok else 'BAD'} {err:.1e}")
+                    except Exception:
+                        fails += 1
+                        cols.append(f"{mode}: ERR {log_exc(f'optin {mode} {m}x{n}x{k} {cname}')}")
+                set_env({})
+                label = f"{m}x{n}x{k} {str(dtype)[6:]} B={'col' if b_col else 'row'} {cname}"
+                log(f"  {label:52} | " + " | ".join(cols))
+                if over_budget() and m * n * k >= 4096**3:
+                    break
+    log(f"  opt-in correctness: {ran} ran, {fails} failed/errored")
+
+    log("\n  timing (bf16, B row-major): do_bench median ms, and CUDA-graph kernel-only us; cuBLAS = torch.mm")
+    log(f"  {'shape':>16} {'mode':>9} {'config':>22} {'split':>5} {'ms':>8} {'graph us':>9} {'% cuBLAS (graph)':>17}")
+    timing = [
+        (1, 4096, 4096, modes),
+        (16, 4096, 4096, modes),
+        (64, 4096, 4096, modes),
+        (16, 4096, 11008, modes),
+        (4096, 4096, 4096, large_modes),
+        (8192, 8192, 8192, large_modes),
+    ]
+    for m, n, k, tmodes in timing:
+        try:
+            a, b = make((), m, n, k, torch.bfloat16, False)
+            t_ref = graph_us(lambda: torch.mm(a, b))
+            log(
+                f"  {f'{m}x{n}x{k}':>16} {'cuBLAS':>9} {'':>22} {'':>5} {bench_ms(lambda: torch.mm(a, b)):8.4f} {t_ref:9.1f}"
+            )
+            for mode, flags in tmodes:
+                set_env(flags)
+                cfg = cg.pick_config(m, n, 1, cg._sms(a.device), k)
+                split = cg.pick_split(cfg, m, n, k, 1, cg._sms(a.device))
+                t_ms = bench_ms(lambda: cg.gemm(a, b))
+                t_g = graph_us(lambda: cg.gemm(a, b))
+                log(
+                    f"  {f'{m}x{n}x{k}':>16} {mode:>9} {cfg.name:>22} {split:5d} {t_ms:8.4f} {t_g:9.1f} "
+                    f"{100 * t_ref / t_g:16.1f}%"
+                )
+        except Exception:
+            log(f"  {m}x{n}x{k} ERR {log_exc(f'optin timing {m}x{n}x{k}')}")
+        finally:
+            set_env({})
 
 
 def main():
@@ -88,6 +250,10 @@ def main():
             elif s == "residual":
                 x = x + residual.double()
         return x
+
+    if "--optin" in sys.argv:
+        optin_section(cg, make, reference)
+        return
 
     shapes = [
         (1, 8, 8),
@@ -294,6 +460,8 @@ def main():
         log(f"\nhost time per gemm() call (enqueue only): {(t1 - t0) / 200 * 1e6:.1f} us")
     except Exception:
         log("host overhead ERR " + log_exc("host overhead"))
+
+    optin_section(cg, make, reference)
 
     log("\n== cold compile seconds per variant")
     for key, s in sorted(cg.cold_compile_seconds().items(), key=lambda kv: -kv[1]):

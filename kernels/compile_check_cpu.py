@@ -46,8 +46,57 @@ cases += [
     ),
     (torch.bfloat16, torch.bfloat16, False, True, cg.CFG_MID, None, torch.float32, None, ("bias", "silu"), False),
 ]
+# opt-in variants (env_flags()): decode split-K in every layout + with a long chain, the raster-16 large config
+for ak in (True, False):
+    for bk in (True, False):
+        cases.append((torch.bfloat16, torch.bfloat16, ak, bk, cg.CFG_DECODE_SK, None, None, None, ()))
+cases += [
+    (
+        torch.float16,
+        torch.float32,
+        True,
+        False,
+        cg.CFG_DECODE_SK,
+        torch.float16,
+        torch.float32,
+        torch.bfloat16,
+        ("bias", "gelu", "scale", "residual", "cast"),
+    ),
+    (torch.bfloat16, torch.bfloat16, True, False, cg.CFG_LARGE_G16, None, None, None, ()),
+    (torch.bfloat16, torch.bfloat16, True, True, cg.CFG_LARGE_G16, torch.bfloat16, None, None, ("gelu",)),
+]
+# GEMMGUARD_CUTE_BRANCH_EPI=1: the branch_epi twin of each default config, plain and with chains
+for cfg in (cg.CFG_LARGE, cg.CFG_MID, cg.CFG_DECODE, cg.CFG_LARGE_G16):
+    be = cg.CONFIGS[cfg.name + "_be"]
+    cases.append((torch.bfloat16, torch.bfloat16, True, False, be, None, None, None, ()))
+cases += [
+    (
+        torch.bfloat16,
+        torch.bfloat16,
+        True,
+        True,
+        cg.CONFIGS[cg.CFG_LARGE.name + "_be"],
+        torch.float32,
+        torch.bfloat16,
+        torch.bfloat16,
+        tuple(cg.STEP_NAMES),
+    ),
+    (torch.float16, torch.float32, False, True, cg.CONFIGS[cg.CFG_DECODE.name + "_be"], None, None, None, ()),
+    (torch.bfloat16, torch.bfloat16, True, False, cg.CONFIGS[cg.CFG_MID.name + "_be"], None, None, None, (), False),
+]
+# the split-K epilogue kernels: (out dtype, bias, epi_bias, residual, steps)
+epilogues = [
+    (torch.bfloat16, None, None, None, ()),
+    (torch.float16, None, None, None, ()),
+    (torch.float32, None, None, None, ()),
+    (torch.bfloat16, torch.bfloat16, None, None, ("gelu",)),
+    (torch.bfloat16, torch.float32, torch.bfloat16, None, ("bias", "relu", "scale")),
+    (torch.bfloat16, None, None, torch.bfloat16, ("silu", "residual", "cast")),
+    (torch.float32, torch.float16, torch.float32, torch.float32, tuple(cg.STEP_NAMES)),
+]
 if quick:
     cases = cases[:1]
+    epilogues = epilogues[:1]
 bad = 0
 for c in cases:
     try:
@@ -56,6 +105,14 @@ for c in cases:
     except Exception as e:
         bad += 1
         print("FAIL", c[4].name, c[:4], c[5:], type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
+        traceback.print_exc()
+for e_ in epilogues:
+    try:
+        cg.compile_epilogue(*e_)
+        print("ok   split-K epilogue", e_, flush=True)
+    except Exception as e:
+        bad += 1
+        print("FAIL split-K epilogue", e_, type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
         traceback.print_exc()
 print(cg.cold_compile_seconds())
 print("failures:", bad)

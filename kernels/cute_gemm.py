@@ -15,6 +15,18 @@ Kernel (SM90 only; below SM90 ``takes()`` refuses, there is no SM80 path yet):
 * configurations (picked per shape): 128x256x64 with two consumer warpgroups (4 stages),
   128x128x64 with two consumer warpgroups (6 stages), and a decode config 64x32x128 with one
   consumer warpgroup (8 stages) for M <= 64, where the many N tiles keep every SM streaming B.
+* opt-in, DEFAULT OFF, read at every call (``env_flags()``), compiled for sm_90a on the CPU but
+  NOT YET RUN ON A GPU (the lead verifies them with ``kernels/check_cute.py --optin``):
+  - ``GEMMGUARD_CUTE_SPLIT_K=1``: split-K for decode (M <= 64, K >= 1024, and only when the
+    output tiles alone cannot fill the SMs): config 64x128x64, one consumer warpgroup, 8 stages;
+    the work units are (K slice, tile) pairs, slice-major, walked persistently; each unit's fp32
+    partial sums go by atomic adds into a zeroed fp32 workspace (M, N padded to 4), and a second
+    small kernel applies bias + the step chain once and writes the output.  pick_split() takes the
+    slice count that minimises waves / slices (16x4096x4096: 32 tiles x 4 slices = 128 CTAs).
+    A/B role swap (N in the MMA's M) was not done: the decode kernel is bound by streaming B
+    through TMA, not by the MMA rows wasted on M = 16, so split-K is the lever.
+  - ``GEMMGUARD_CUTE_RASTER=16``: the large config rasters bands of 16 tile rows instead of 8
+    (smaller L2 footprint per wave at 4096^3); unmeasured.
 * layouts: A and B may each be K-major or M/N-major (row- or column-major); the output is a new
   row-major tensor.  Ragged M, N and K come from TMA's out-of-bounds zero fill plus epilogue masks.
 * epilogue, in order: op-level ``bias`` (any tensor broadcastable to the output, read through its
@@ -33,7 +45,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 STEP_NAMES = ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "scale", "residual", "cast")
 GROUP_M = 8
@@ -55,23 +67,92 @@ class TileConfig:
     bk: int
     consumers: int  # consumer warpgroups; each owns bm // consumers rows of the tile
     stages: int
+    split_k: bool = False  # K sliced over several CTAs per tile, fp32 atomics + a separate epilogue kernel
+    group_m: int = GROUP_M  # tile rows per raster band
+    # epilogue reads the accumulators only inside the full-tile / in-bounds branches: without it
+    # ptxas (C7514) serialises the WGMMAs ("non wgmma instructions reading accumulator registers")
+    branch_epi: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk}_w{self.consumers}_s{self.stages}"
+        extra = ("_sk" if self.split_k else "") + (f"_g{self.group_m}" if self.group_m != GROUP_M else "")
+        extra += "_be" if self.branch_epi else ""
+        return f"{self.bm}x{self.bn}x{self.bk}_w{self.consumers}_s{self.stages}{extra}"
 
 
 CFG_LARGE = TileConfig(128, 256, 64, 2, 4)
 CFG_MID = TileConfig(128, 128, 64, 2, 6)
 CFG_DECODE = TileConfig(64, 32, 128, 1, 8)
-CONFIGS = {c.name: c for c in (CFG_LARGE, CFG_MID, CFG_DECODE)}
+# opt-in (see env_flags()): decode split-K, and a 4096^3 raster variant (bands of 16 tile rows)
+CFG_DECODE_SK = TileConfig(64, 128, 64, 1, 8, split_k=True)
+CFG_LARGE_G16 = TileConfig(128, 256, 64, 2, 4, group_m=16)
+_BASE_CONFIGS = (CFG_LARGE, CFG_MID, CFG_DECODE, CFG_DECODE_SK, CFG_LARGE_G16)
+CONFIGS = {c.name: c for c in (*_BASE_CONFIGS, *(replace(c, branch_epi=True) for c in _BASE_CONFIGS if not c.split_k))}
+
+SPLIT_K_MAX = 16
+SPLIT_K_MIN_K = 1024  # below this K the second launch costs more than the split gains
 
 
-def pick_config(m: int, n: int, batch: int, sms: int = 132) -> TileConfig:
+def env_flags() -> dict:
+    """The opt-in switches, read at call time (so one process can compare them):
+
+    * ``GEMMGUARD_CUTE_SPLIT_K=1``: decode regime (M <= 64, K >= 1024, too few output tiles to fill
+      the SMs) uses CFG_DECODE_SK: each CTA reduces one K slice of a 64x128 tile, the partial sums go
+      into a zeroed fp32 workspace by atomic adds, and a second small kernel applies the epilogue chain
+      once.  DEFAULT OFF: compiled for sm_90a on the CPU only, not yet run on a GPU.
+    * ``GEMMGUARD_CUTE_RASTER=16``: the large-tile config walks bands of 16 tile rows instead of 8
+      (CFG_LARGE_G16).  DEFAULT OFF, unmeasured.
+    * ``GEMMGUARD_CUTE_BRANCH_EPI=1``: every non-split config gets ``branch_epi`` (suffix ``_be``):
+      the epilogue converts / applies the chain only inside the full-tile and in-bounds branches.
+      With the default epilogue, ptxas 13.0 reports C7514 (WGMMAs serialised) for every default
+      config; with this one it does not (checked on the CPU with ptxas -arch=sm_90a on the PTX).
+      DEFAULT OFF, unmeasured.
+    """
+    return {
+        "split_k": os.environ.get("GEMMGUARD_CUTE_SPLIT_K", "0") == "1",
+        "raster16": os.environ.get("GEMMGUARD_CUTE_RASTER", "") == "16",
+        "branch_epi": os.environ.get("GEMMGUARD_CUTE_BRANCH_EPI", "0") == "1",
+    }
+
+
+def pick_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sms: int = 132) -> int:
+    """K slices per output tile for a split-K config: the count that minimises waves / slices (the
+    time of one slice is ~1/slices of the whole K), smallest on ties, at least one k-tile a slice."""
+    if not cfg.split_k:
+        return 1
+    tiles = batch * math.ceil(m / cfg.bm) * math.ceil(n / cfg.bn)
+    k_tiles = math.ceil(k / cfg.bk)
+    best, best_cost = 1, float("inf")
+    for s in range(1, min(SPLIT_K_MAX, k_tiles) + 1):
+        cost = math.ceil(tiles * s / sms) / s
+        if cost < best_cost - 1e-9:
+            best, best_cost = s, cost
+    return best
+
+
+def pick_config(m: int, n: int, batch: int, sms: int = 132, k: int | None = None) -> TileConfig:
+    cfg = _pick_config(m, n, batch, sms, k)
+    if env_flags()["branch_epi"] and not cfg.split_k:
+        cfg = replace(cfg, branch_epi=True)
+    return cfg
+
+
+def _pick_config(m: int, n: int, batch: int, sms: int, k: int | None) -> TileConfig:
+    flags = env_flags()
     if m <= 64:
+        if (
+            flags["split_k"]
+            and k is not None
+            and k >= SPLIT_K_MIN_K
+            and batch * m * ((n + 3) // 4 * 4) <= _INT32_MAX  # the padded workspace, 32-bit indexed
+            and pick_split(CFG_DECODE_SK, m, n, k, batch, sms) > 1
+        ):
+            return CFG_DECODE_SK
         return CFG_DECODE
     big_tiles = batch * math.ceil(m / 128) * math.ceil(n / 256)
-    return CFG_LARGE if big_tiles >= sms else CFG_MID
+    if big_tiles >= sms:
+        return CFG_LARGE_G16 if flags["raster16"] else CFG_LARGE
+    return CFG_MID
 
 
 # --------------------------------------------------------------------------- operand checks
@@ -308,6 +389,21 @@ def _build_kernel_class():
             self.b_stage_bytes = cfg.bn * cfg.bk * ab_dtype.width // 8
             self.smem_bytes = (self.a_stage_bytes + self.b_stage_bytes) * cfg.stages + 3 * 1024 + 16 * cfg.stages
 
+        def _epi(self, v, r, c, l, mBias, mEpiBias, mRes, scale):
+            """Epilogue of one in-bounds accumulator element, converted to the output dtype."""
+            if cutlass.const_expr(self.has_bias or len(self.steps) > 0):
+                v = _epilogue_apply(v, r, c, l, (self.has_bias, self.steps), mBias, mEpiBias, mRes, scale)
+            return v.to(self.out_dtype)
+
+        def _unit(self, u, num_tiles, split, k_tiles):
+            """Work unit -> (output tile, first k-tile, end k-tile).  Split-K units are slice-major,
+            so CTAs running at once work on different tiles; the host keeps split <= k_tiles, so no
+            slice is empty."""
+            if cutlass.const_expr(self.cfg.split_k):
+                s = u // num_tiles
+                return u - s * num_tiles, (s * k_tiles) // split, ((s + 1) * k_tiles) // split
+            return u, Int32(0), k_tiles
+
         # ---------------------------------------------------------------- host side
 
         @cute.jit
@@ -338,6 +434,10 @@ def _build_kernel_class():
             sResL: Int32,
             scale: Float32,
             max_ctas: Int32,
+            pWs: cute.Pointer,
+            sWsM: Int32,
+            sWsL: Int32,
+            split: Int32,
             stream: cuda.CUstream,
         ):
             # Global views in CuTe's (row, reduction, batch) convention: A (M,K,L), B (N,K,L), C (M,N,L).
@@ -366,6 +466,8 @@ def _build_kernel_class():
             mBias = cute.make_tensor(pBias, cute.make_layout((M, N, L), stride=(sBiasM, sBiasN, sBiasL)))
             mEpiBias = cute.make_tensor(pEpiBias, cute.make_layout((N,), stride=(sEpi,)))
             mRes = cute.make_tensor(pRes, cute.make_layout((M, N, L), stride=(sResM, sResN, sResL)))
+            # split-K: the fp32 partial-sum workspace (unused, and pointing anywhere, otherwise)
+            mWs = cute.make_tensor(pWs, cute.make_layout((M, N, L), stride=(sWsM, 1, sWsL)))
 
             a_layout = LayoutEnum.ROW_MAJOR if cutlass.const_expr(self.a_kmajor) else LayoutEnum.COL_MAJOR
             # LayoutEnum speaks of the (rows, K) view: ROW_MAJOR = K contiguous, for A and for B (N,K)
@@ -393,7 +495,9 @@ def _build_kernel_class():
             tiles_m = (M + cfg.bm - 1) // cfg.bm
             tiles_n = (N + cfg.bn - 1) // cfg.bn
             num_tiles = tiles_m * tiles_n * L
-            grid = cutlass.min(num_tiles, max_ctas)
+            # work units: (K slice, tile) pairs, slice-major; without split-K one unit per tile
+            num_units = num_tiles * split if cutlass.const_expr(cfg.split_k) else num_tiles
+            grid = cutlass.min(num_units, max_ctas)
             self.kernel(
                 tma_a,
                 gA_tma,
@@ -403,6 +507,7 @@ def _build_kernel_class():
                 mBias,
                 mEpiBias,
                 mRes,
+                mWs,
                 scale,
                 tiled_mma,
                 sA_layout,
@@ -413,6 +518,8 @@ def _build_kernel_class():
                 tiles_m,
                 tiles_n,
                 num_tiles,
+                split,
+                num_units,
             ).launch(grid=[grid, 1, 1], block=[self.threads, 1, 1], smem=self.smem_bytes, stream=stream)
 
         # ---------------------------------------------------------------- device side
@@ -428,6 +535,7 @@ def _build_kernel_class():
             mBias: cute.Tensor,
             mEpiBias: cute.Tensor,
             mRes: cute.Tensor,
+            mWs: cute.Tensor,
             scale: Float32,
             tiled_mma: cute.TiledMma,
             sA_layout: cute.ComposedLayout,
@@ -438,6 +546,8 @@ def _build_kernel_class():
             tiles_m: Int32,
             tiles_n: Int32,
             num_tiles: Int32,
+            split: Int32,
+            num_units: Int32,
         ):
             cfg = self.cfg
             bm, bn, bk = self.tile
@@ -475,7 +585,8 @@ def _build_kernel_class():
                 tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
             )
             k_tiles = (K + bk - 1) // bk
-            band = GROUP_M * tiles_n
+            group_m = cfg.group_m
+            band = group_m * tiles_n
             per_batch = tiles_m * tiles_n
 
             if warp < 4:
@@ -483,15 +594,16 @@ def _build_kernel_class():
                 cute.arch.setmaxregister_decrease(40)
                 if warp == 0:
                     wstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
-                    for t in cutlass.range(bid, num_tiles, nblk, unroll=1):
+                    for u in cutlass.range(bid, num_units, nblk, unroll=1):
+                        t, kt0, kt1 = self._unit(u, num_tiles, split, k_tiles)
                         l = t // per_batch
                         r = t - l * per_batch
-                        first_m = (r // band) * GROUP_M
-                        rows = cutlass.min(tiles_m - first_m, GROUP_M)
+                        first_m = (r // band) * group_m
+                        rows = cutlass.min(tiles_m - first_m, group_m)
                         in_band = r - (r // band) * band
                         tm = first_m + in_band % rows
                         tn = in_band // rows
-                        for kt in cutlass.range(k_tiles, unroll=1):
+                        for kt in cutlass.range(kt0, kt1, unroll=1):
                             ring.producer_acquire(wstate)
                             cute.copy(
                                 tma_a,
@@ -527,11 +639,12 @@ def _build_kernel_class():
 
                 rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
                 fstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
-                for t in cutlass.range(bid, num_tiles, nblk, unroll=1):
+                for u in cutlass.range(bid, num_units, nblk, unroll=1):
+                    t, kt0, kt1 = self._unit(u, num_tiles, split, k_tiles)
                     l = t // per_batch
                     r = t - l * per_batch
-                    first_m = (r // band) * GROUP_M
-                    rows = cutlass.min(tiles_m - first_m, GROUP_M)
+                    first_m = (r // band) * group_m
+                    rows = cutlass.min(tiles_m - first_m, group_m)
                     in_band = r - (r // band) * band
                     tm = first_m + in_band % rows
                     tn = in_band // rows
@@ -552,7 +665,7 @@ def _build_kernel_class():
                     warpgroup.commit_group()
                     rstate.advance()
                     # later k-tiles: keep one WGMMA batch in flight, free the stage before it
-                    for kt in cutlass.range(1, k_tiles, unroll=1):
+                    for kt in cutlass.range(kt0 + 1, kt1, unroll=1):
                         ring.consumer_wait(rstate)
                         warpgroup.fence()
                         for kb in cutlass.range_constexpr(kblocks):
@@ -572,38 +685,163 @@ def _build_kernel_class():
                     ring.consumer_release(fstate)
                     fstate.advance()
 
-                    # epilogue in fp32 registers, masked store
                     row0 = tm * bm
                     col0 = tn * bn
-                    gC = cute.local_tile(mC[(None, None, l)], (bm, bn), (tm, tn))
-                    tCgC = thr_mma.partition_C(gC)
-                    out = cute.make_rmem_tensor_like(acc, self.out_dtype)
-                    for i in cutlass.range_constexpr(cute.size(acc)):
-                        rr = row0 + tCcC[i][0]
-                        cc = col0 + tCcC[i][1]
-                        v = acc[i]
-                        if cutlass.const_expr(self.has_bias or len(self.steps) > 0):
-                            # out-of-range lanes read a valid element instead (their result is dropped)
-                            rs = cutlass.min(rr, M - 1)
-                            cs = cutlass.min(cc, N - 1)
-                            v = _epilogue_apply(v, rs, cs, l, (self.has_bias, self.steps), mBias, mEpiBias, mRes, scale)
-                        out[i] = v.to(self.out_dtype)
-                    if cutlass.const_expr(self.c_aligned):
-                        if row0 + bm <= M and col0 + bn <= N:
-                            cute.copy(store_atom, out, tCgC)
+                    if cutlass.const_expr(cfg.split_k):
+                        # this K slice's partial sums into the fp32 workspace; the epilogue kernel runs later
+                        mWs_l = mWs[(None, None, l)]
+                        for i in cutlass.range_constexpr(cute.size(acc)):
+                            rr = row0 + tCcC[i][0]
+                            cc = col0 + tCcC[i][1]
+                            if rr < M and cc < N:
+                                cute.arch.atomic_add(mWs_l.iterator + cute.crd2idx((rr, cc), mWs_l.layout), acc[i])
+                    elif cutlass.const_expr(cfg.branch_epi):
+                        # epilogue read of acc only inside the branches (see TileConfig.branch_epi);
+                        # every element read there is in bounds, so no clamping
+                        gC = cute.local_tile(mC[(None, None, l)], (bm, bn), (tm, tn))
+                        tCgC = thr_mma.partition_C(gC)
+                        if cutlass.const_expr(self.c_aligned):
+                            if row0 + bm <= M and col0 + bn <= N:
+                                out = cute.make_rmem_tensor_like(acc, self.out_dtype)
+                                for i in cutlass.range_constexpr(cute.size(acc)):
+                                    out[i] = self._epi(
+                                        acc[i], row0 + tCcC[i][0], col0 + tCcC[i][1], l, mBias, mEpiBias, mRes, scale
+                                    )
+                                cute.copy(store_atom, out, tCgC)
+                            else:
+                                for i in cutlass.range_constexpr(cute.size(acc)):
+                                    rr = row0 + tCcC[i][0]
+                                    cc = col0 + tCcC[i][1]
+                                    if rr < M and cc < N:
+                                        tCgC[i] = self._epi(acc[i], rr, cc, l, mBias, mEpiBias, mRes, scale)
+                        else:
+                            for i in cutlass.range_constexpr(cute.size(acc)):
+                                rr = row0 + tCcC[i][0]
+                                cc = col0 + tCcC[i][1]
+                                if rr < M and cc < N:
+                                    tCgC[i] = self._epi(acc[i], rr, cc, l, mBias, mEpiBias, mRes, scale)
+                    else:
+                        # epilogue in fp32 registers, masked store
+                        gC = cute.local_tile(mC[(None, None, l)], (bm, bn), (tm, tn))
+                        tCgC = thr_mma.partition_C(gC)
+                        out = cute.make_rmem_tensor_like(acc, self.out_dtype)
+                        for i in cutlass.range_constexpr(cute.size(acc)):
+                            rr = row0 + tCcC[i][0]
+                            cc = col0 + tCcC[i][1]
+                            v = acc[i]
+                            if cutlass.const_expr(self.has_bias or len(self.steps) > 0):
+                                # out-of-range lanes read a valid element instead (their result is dropped)
+                                rs = cutlass.min(rr, M - 1)
+                                cs = cutlass.min(cc, N - 1)
+                                v = _epilogue_apply(
+                                    v, rs, cs, l, (self.has_bias, self.steps), mBias, mEpiBias, mRes, scale
+                                )
+                            out[i] = v.to(self.out_dtype)
+                        if cutlass.const_expr(self.c_aligned):
+                            if row0 + bm <= M and col0 + bn <= N:
+                                cute.copy(store_atom, out, tCgC)
+                            else:
+                                for i in cutlass.range_constexpr(cute.size(acc)):
+                                    if row0 + tCcC[i][0] < M and col0 + tCcC[i][1] < N:
+                                        tCgC[i] = out[i]
                         else:
                             for i in cutlass.range_constexpr(cute.size(acc)):
                                 if row0 + tCcC[i][0] < M and col0 + tCcC[i][1] < N:
                                     tCgC[i] = out[i]
-                    else:
-                        for i in cutlass.range_constexpr(cute.size(acc)):
-                            if row0 + tCcC[i][0] < M and col0 + tCcC[i][1] < N:
-                                tCgC[i] = out[i]
 
     return Sm90Gemm
 
 
+EPI_THREADS = 256
+EPI_COLS = 4  # adjacent output columns per thread of the split-K epilogue kernel
+
+
+def _build_epilogue_class():
+    """The split-K epilogue: out[r, c, l] = epilogue(ws[r, c, l]), one thread per EPI_COLS columns
+    of one row, so a warp reads a contiguous run of the fp32 workspace."""
+    import cuda.bindings.driver as cuda
+    import cutlass
+    import cutlass.cute as cute
+
+    Int32, Float32 = cutlass.Int32, cutlass.Float32
+
+    class SplitKEpilogue:
+        def __init__(self, out_dtype, bias_dtype, epi_bias_dtype, res_dtype, steps):
+            self.out_dtype = out_dtype
+            self.has_bias = bias_dtype is not None
+            self.steps = tuple(steps)
+
+        @cute.jit
+        def __call__(
+            self,
+            pWs: cute.Pointer,
+            pC: cute.Pointer,
+            pBias: cute.Pointer,
+            pEpiBias: cute.Pointer,
+            pRes: cute.Pointer,
+            M: Int32,
+            N: Int32,
+            L: Int32,
+            sWsM: Int32,
+            sWsL: Int32,
+            sCM: Int32,
+            sCL: Int32,
+            sBiasM: Int32,
+            sBiasN: Int32,
+            sBiasL: Int32,
+            sEpi: Int32,
+            sResM: Int32,
+            sResN: Int32,
+            sResL: Int32,
+            scale: Float32,
+            stream: cuda.CUstream,
+        ):
+            mWs = cute.make_tensor(pWs, cute.make_layout((M, N, L), stride=(sWsM, 1, sWsL)))
+            mC = cute.make_tensor(pC, cute.make_layout((M, N, L), stride=(sCM, 1, sCL)))
+            mBias = cute.make_tensor(pBias, cute.make_layout((M, N, L), stride=(sBiasM, sBiasN, sBiasL)))
+            mEpiBias = cute.make_tensor(pEpiBias, cute.make_layout((N,), stride=(sEpi,)))
+            mRes = cute.make_tensor(pRes, cute.make_layout((M, N, L), stride=(sResM, sResN, sResL)))
+            col_groups = (N + EPI_COLS - 1) // EPI_COLS
+            work = col_groups * M * L
+            grid = (work + EPI_THREADS - 1) // EPI_THREADS
+            self.kernel(mWs, mC, mBias, mEpiBias, mRes, scale, M, N, col_groups, work).launch(
+                grid=[grid, 1, 1], block=[EPI_THREADS, 1, 1], stream=stream
+            )
+
+        @cute.kernel
+        def kernel(
+            self,
+            mWs: cute.Tensor,
+            mC: cute.Tensor,
+            mBias: cute.Tensor,
+            mEpiBias: cute.Tensor,
+            mRes: cute.Tensor,
+            scale: Float32,
+            M: Int32,
+            N: Int32,
+            col_groups: Int32,
+            work: Int32,
+        ):
+            tidx, _, _ = cute.arch.thread_idx()
+            bid, _, _ = cute.arch.block_idx()
+            w = bid * EPI_THREADS + tidx
+            if w < work:
+                row = w // col_groups
+                c0 = (w - row * col_groups) * EPI_COLS
+                l = row // M
+                r = row - l * M
+                for j in cutlass.range_constexpr(EPI_COLS):
+                    c = c0 + j
+                    if c < N:
+                        v = mWs[(r, c, l)]
+                        v = _epilogue_apply(v, r, c, l, (self.has_bias, self.steps), mBias, mEpiBias, mRes, scale)
+                        mC[(r, c, l)] = v.to(self.out_dtype)
+
+    return SplitKEpilogue
+
+
 _kernel_cls = None
+_epi_cls = None
 
 
 def _cls():
@@ -612,6 +850,14 @@ def _cls():
         _ensure_cache_dir()
         _kernel_cls = _build_kernel_class()
     return _kernel_cls
+
+
+def _epilogue_cls():
+    global _epi_cls
+    if _epi_cls is None:
+        _ensure_cache_dir()
+        _epi_cls = _build_epilogue_class()
+    return _epi_cls
 
 
 def _cutlass_dtype(torch_dtype):
@@ -675,11 +921,62 @@ def _compile(key, ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, ste
         *[z] * 17,
         cutlass.Float32(1.0),
         z,
+        p(cutlass.Float32, 4),
+        z,
+        z,
+        z,
         make_fake_stream(),
     ]
     t0 = time.perf_counter()
     fn = cute.compile(obj, *args)
     _compile_seconds[key] = time.perf_counter() - t0
+    return fn
+
+
+def _compile_epilogue(key, out, bias_dt, epi_dt, res_dt, steps):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    cd = _cutlass_dtype
+    obj = _epilogue_cls()(
+        cd(out),
+        None if bias_dt is None else cd(bias_dt),
+        None if epi_dt is None else cd(epi_dt),
+        None if res_dt is None else cd(res_dt),
+        steps,
+    )
+    gmem = cute.AddressSpace.gmem
+    aux = cutlass.Float32
+
+    def p(dt, align):
+        return make_ptr(dt, 16, gmem, assumed_align=align)
+
+    z = cutlass.Int32(8)
+    args = [
+        p(cutlass.Float32, 4),
+        p(cd(out), 2),
+        p(cd(bias_dt) if bias_dt is not None else aux, 2),
+        p(cd(epi_dt) if epi_dt is not None else aux, 2),
+        p(cd(res_dt) if res_dt is not None else aux, 2),
+        *[z] * 14,
+        cutlass.Float32(1.0),
+        make_fake_stream(),
+    ]
+    t0 = time.perf_counter()
+    fn = cute.compile(obj, *args)
+    _compile_seconds[key] = time.perf_counter() - t0
+    return fn
+
+
+def compile_epilogue(out, bias_dt=None, epi_dt=None, res_dt=None, steps=()):
+    """The split-K epilogue kernel for one epilogue chain (compiled once per process)."""
+    key = ("splitk_epilogue", str(out), str(bias_dt), str(epi_dt), str(res_dt), tuple(steps))
+    with _lock:
+        fn = _compiled.get(key)
+        if fn is None:
+            fn = _compile_epilogue(key, out, bias_dt, epi_dt, res_dt, tuple(steps))
+            _compiled[key] = fn
     return fn
 
 
@@ -710,7 +1007,8 @@ def _sms(device) -> int:
 def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5, out_dtype=None, config=None):
     """out = epilogue(a @ b + bias).  Raises ValueError (takes()'s reason) when takes() refuses.
 
-    ``config``: optional TileConfig (or its name) to force a tile configuration (benchmarks)."""
+    ``config``: optional TileConfig (or its name) to force a tile configuration (benchmarks); without
+    it pick_config() chooses, reading the opt-in env switches (env_flags()) at this call."""
     why = takes(a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual, out_dtype=out_dtype)
     if why:
         raise ValueError(why)
@@ -746,7 +1044,14 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
 
     if isinstance(config, str):
         config = CONFIGS[config]
-    cfg = config or pick_config(M, N, L, _sms(a.device))
+    sms = _sms(a.device)
+    cfg = config or pick_config(M, N, L, sms, K)
+    split = pick_split(cfg, M, N, K, L, sms)  # 1 unless cfg.split_k
+    ws = None
+    if cfg.split_k:
+        # fp32 partial sums (also with split == 1, when the config is forced), rows padded to 16 bytes;
+        # zeroed here, reduced by atomics, read once by the epilogue kernel
+        ws = torch.zeros((L, M, (N + 3) // 4 * 4), dtype=torch.float32, device=a.device)
 
     def bview(t):
         t = t.expand(out_shape)
@@ -806,7 +1111,42 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
         rs[1],
         rs[2],
         float(scale),
-        _sms(a.device),
+        sms,
+        make_ptr(cutlass.Float32, (ws if ws is not None else out).data_ptr(), gmem, assumed_align=4),
+        ws.stride(1) if ws is not None else 0,
+        ws.stride(0) if ws is not None else 0,
+        split,
         stream,
     )
+    if ws is not None:
+        epi_fn = compile_epilogue(
+            out_dtype,
+            None if bias3 is None else bias3.dtype,
+            None if epi is None else epi.dtype,
+            None if res3 is None else res3.dtype,
+            steps,
+        )
+        epi_fn(
+            make_ptr(cutlass.Float32, ws.data_ptr(), gmem, assumed_align=4),
+            ptr(c3, 2),
+            aux(bias3),
+            aux(epi),
+            aux(res3),
+            M,
+            N,
+            L,
+            ws.stride(1),
+            ws.stride(0),
+            c3.stride(1),
+            c3.stride(0),
+            bs[0],
+            bs[1],
+            bs[2],
+            epi.stride(0) if epi is not None else 0,
+            rs[0],
+            rs[1],
+            rs[2],
+            float(scale),
+            stream,
+        )
     return out
