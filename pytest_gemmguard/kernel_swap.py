@@ -219,6 +219,10 @@ def swap_pass(op_name: str, backend: str, kernels: Callable[[], Any], uuid: str)
 
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
+    # Defined now, not when the pass first runs: Inductor's FX graph cache may serve code that calls the op
+    # without running the pass at all (a warm cache, another process's compile).
+    define_op(op_name, backend, kernels)
+
     class SwapInKernel(CustomGraphPass):
         def __call__(self, graph) -> None:
             op = define_op(op_name, backend, kernels)
