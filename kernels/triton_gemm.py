@@ -24,6 +24,9 @@ import os
 from typing import Any
 
 import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
 
 # The epilogue steps the kernel applies after the GEMM, by code (0 ends the chain). "cast" has no code:
 # the output tensor's dtype is the cast.
@@ -157,9 +160,6 @@ def gemm(
 
 
 # ---------------------------------------------------------------------------------------------- kernels
-import triton  # noqa: E402  (after the torch-only helpers above, which the graph pass uses on FakeTensors)
-import triton.language as tl  # noqa: E402
-from triton.language.extra import libdevice  # noqa: E402
 
 if interpreting():
     # The interpreter has no libdevice: numpy-backed stand-ins, accurate enough for its small CPU checks.
