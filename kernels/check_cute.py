@@ -370,27 +370,7 @@ def main():
 
     # timings
     log("\n== timing (bf16, B row-major, median of do_bench), vs torch.mm (cuBLAS)")
-    try:
-        from triton.testing import do_bench
-    except Exception:
-        do_bench = None
-
-    def bench(fn):
-        if do_bench is not None:
-            return do_bench(fn, warmup=25, rep=200, return_mode="median")
-        for _ in range(10):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(50):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            torch.cuda.synchronize()
-            times.append(s.elapsed_time(e))
-        times.sort()
-        return times[len(times) // 2]
+    bench = bench_ms  # one timer for every table of this script
 
     log(f"{'shape':>18} {'config':>18} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS ms':>9} {'cuBLAS TF':>9} {'% cuBLAS':>8}")
     timing = [
