@@ -68,7 +68,8 @@ def _options_source(backend) -> tuple[str, bool]:
         except (ValueError, SyntaxError):
             if key in rebuilt:
                 module, expr = rebuilt[key]
-                lines += [f"from {module} import {expr.split('(')[0]}", f"INDUCTOR_OPTIONS[{key!r}] = {expr}"]
+                name = expr.split("(")[0].split(".")[0]  # the module-level name the expression starts from
+                lines += [f"from {module} import {name}", f"INDUCTOR_OPTIONS[{key!r}] = {expr}"]
                 needs_gemmguard = needs_gemmguard or module.startswith("pytest_gemmguard")
             else:
                 lines.append(f"# option {key!r} left out: {type(value).__name__} cannot be written as source")

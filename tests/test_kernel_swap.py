@@ -89,7 +89,7 @@ def test_a_refused_gemm_says_why_in_the_verdict():
     """Through gemmguard's own check: the case is unsupported, and the reason names the kernel's refusal."""
     from pytest_gemmguard import backends
     from pytest_gemmguard.backends.base import Probe
-    from pytest_gemmguard.backends.triton_kernels import TritonKernelsBackend
+    from pytest_gemmguard.backends.own_kernel import OwnKernelBackend
     from pytest_gemmguard.cases import GemmCase
     from pytest_gemmguard.compile import Compiler
     from pytest_gemmguard.errors import Unsupported
@@ -99,8 +99,10 @@ def test_a_refused_gemm_says_why_in_the_verdict():
     module = stand_in()
     module.takes = lambda a, b, **kw: "operands of this test never fit"
 
-    class Refusing(TritonKernelsBackend):
+    class Refusing(OwnKernelBackend):
         name = "refusing-stand-in"
+        op_name = "swap_refusing"
+        pass_uuid = "test-refusing"
 
         def device(self):
             return "cpu"
@@ -108,18 +110,8 @@ def test_a_refused_gemm_says_why_in_the_verdict():
         def probe(self):
             return Probe(True)
 
-        def inductor_options(self):
-            swap = kernel_swap.swap_pass("swap_refusing", self.name, lambda: module, "test-refusing")
-            return {**super(TritonKernelsBackend, self).inductor_options(), "post_grad_custom_post_pass": swap}
-
-        def prepare(self):
-            return None
-
-        def refusals(self):
-            return kernel_swap.refusals("swap_refusing")
-
-        def forget_refusals(self):
-            kernel_swap.forget_refusals("swap_refusing")
+        def kernels(self):
+            return module
 
     case = GemmCase(op="mm", m=8, n=16, k=32, batch=0, dtype="float32", layout="contiguous", epilogue="none", seed=1)
     options = Options()
