@@ -99,6 +99,7 @@ def session(config: pytest.Config) -> Any:
         compiler = Compiler(cache_dir=s["cache_dir"], timeout_s=s["compile_timeout"], dynamic=s["dynamic"])
         options = Options(s["max_examples"], s["seed"], s["replay"], s["repro_dir"], all_choices=s["all_choices"])
         options.compile_workers = s["compile_workers"]
+        options.shrink_s = s["shrink_s"] or None
         options.differential = tuple(selected(config))
         if config.get_verbosity() >= 1:
             options.progress = lambda line: live_line(config, line)

@@ -19,6 +19,7 @@ class Options:
     replay: str | None = None  # "version:blob" from a failure report
     repro_dir: str = "gemmguard-repro"
     all_choices: bool = True  # check every autotune candidate, not only the winner (candidates.py)
+    shrink_s: float | None = 60.0  # Hypothesis's shrinking of one failing test, at most (None: its own limit)
     progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires -v)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
     compile_workers: int | None = None  # compile-ahead processes; None: ahead.auto_workers() for GPU backends

@@ -190,6 +190,10 @@ CORE: tuple[Setting, ...] = (
             "static compile per shape", flag="--gemm-dynamic", is_flag=True),
     Setting("compile_timeout", lambda v: seconds(v, zero_means="no limit"), 600.0, "seconds per compile (0: none)",
             flag="--gemm-compile-timeout", metavar="S", number=True),
+    Setting("shrink_s", lambda v: seconds(v, zero_means="Hypothesis's own limit"), 60.0, "seconds Hypothesis may "
+            "spend shrinking one failing test (each step is a compile; 0: Hypothesis's own 300 s); the failure is "
+            "reported either way, with the smallest case found by then", flag="--gemm-shrink-time",
+            ini="gemm_shrink_time", table="shrink_time", metavar="S", number=True),
     Setting("compile_workers", workers, None, "processes that compile upcoming cases ahead while the test process "
             "checks ('auto': half the cores for GPU backends, none for CPU ones; 0: off)",
             flag="--gemm-compile-workers", ini="gemm_compile_workers", env="GEMMGUARD_COMPILE_WORKERS",

@@ -49,6 +49,36 @@ def draw(n: int, seed: int, device: str, **narrow) -> list:
     return out
 
 
+def ones(case) -> tuple[bool, ...]:
+    return tuple(d == 1 for d in case.shape)
+
+
+def same_specialisation(seed_case, drawn: list, k: int) -> list:
+    """Up to k distinct drawn cases that one dynamic compile of `seed_case` serves. Dynamo specialises every
+    size of 1 (a shape with a 1 where the compiled one had a symbol recompiles), so the group keeps the seed's
+    pattern of unit dimensions (the all-ones shape has no other)."""
+    seen = {seed_case.shape}
+    fitting = []
+    for c in drawn:
+        if c.shape in seen:
+            continue
+        seen.add(c.shape)
+        if ones(c) == ones(seed_case):
+            fitting.append(c)
+    return fitting[:k]
+
+
+def explain(row: dict, case, col: str, known, versions, static_check) -> None:
+    """Why a case is over the bound, when something other than the oracle says so (see main)."""
+    from pytest_gemmguard import known as known_mod
+
+    entry = known_mod.match(known, col, case, versions, "wrong-result")
+    if entry is not None:
+        row["known"] = entry.id
+    elif static_check:
+        row[f"{col}_static"] = static_check(case)
+
+
 def ratio(out, expected, tol) -> float:
     import torch
 
@@ -82,6 +112,7 @@ def main() -> int:
 
     import torch
 
+    from pytest_gemmguard import known as known_mod
     from pytest_gemmguard import oracle
     from pytest_gemmguard.cases import build_inputs, case_function
     from pytest_gemmguard.compile import Compiler
@@ -95,29 +126,56 @@ def main() -> int:
     shard, shards = (int(x) for x in args.shard.split("/"))
     per = max(1, args.per_structure)
     cases = []
+    # Groups can come out smaller than K (a structure with few shapes of its pattern), so twice the seed
+    # cases are drawn and the shard stops grouping once it holds its share of --cases.
+    pool = 2 if per > 1 else 1
     for s in range(args.seeds):
-        cases += draw(args.cases // args.seeds // per, 1000 + s, device)
+        cases += draw(pool * args.cases // args.seeds // per, 1000 + s, device)
     cases = cases[shard::shards]
     if per > 1:
-        grouped = []
+        grouped, share = [], -(-args.cases // shards)
         for j, c in enumerate(cases):
+            if len(grouped) >= share:
+                break
             more = draw(
-                per - 1, 5000 + j, device, ops=[c.op], dtypes=[c.dtype], layouts=[c.layout], epilogues=[c.epilogue]
+                4 * per, 5000 + j, device, ops=[c.op], dtypes=[c.dtype], layouts=[c.layout], epilogues=[c.epilogue]
             )
-            grouped += [c, *more[: per - 1]]
+            grouped += [c, *same_specialisation(c, more, per - 1)]
         cases = grouped
+    if args.dynamic:
+        # Duck shaping gives equal sizes one symbol, so a later shape whose sizes differ recompiles; the
+        # calibration wants one compile per group (the kernels compiled either way are dynamic in M, N, K).
+        import torch.fx.experimental._config as fx_config
+
+        fx_config.use_duck_shape = False
     compiler = Compiler(dynamic=args.dynamic, timeout_s=120)
     options = Options(repro_dir=os.path.join(args.out, "repro"))
     options.compile_workers = 0  # shards run side by side already; workers of their own would fight for cores
     session = GemmSession(compiler, options)
     rows = []
     col = args.backend
+    # Each case over the bound is explained where it can be: by an entry of the project's known-failures
+    # file, or (dynamic compiles) by the same case passing a static compile of its own in this process,
+    # which shows that the oracle is right on these inputs and the dynamic-shape kernel is not.
+    known = known_mod.load(os.path.join(os.path.dirname(__file__), "..", "gemmguard-known.toml"))
+    versions = known_mod.installed_versions(("torch", "triton", *known.packages()))
+    static_session: list = []
+
+    def static_check(case) -> float:
+        if not static_session:
+            static_session.append(GemmSession(Compiler(timeout_s=120), options))
+        try:
+            return Gemm(case, col, static_session[0], "calibrate-static").check().verdict.max_ratio
+        except GemmMismatch:
+            return float("inf")
+
     name = "calibration.jsonl" if shards == 1 else f"calibration-{col}-{shard}.jsonl"
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, name), "w")
     for i, case in enumerate(cases):
         if time.monotonic() - started > args.deadline:
             break
+        case_started, compiles_before = time.monotonic(), compiler.stats["compiles"]
         inputs = build_inputs(case, device)
         expected, tol = oracle.case_reference(case, inputs)
         fn = case_function(case.op, case.epilogue, case.dtype)
@@ -134,10 +192,13 @@ def main() -> int:
             except GemmMismatch as exc:
                 row[col] = float("inf")
                 row[f"{col}_report"] = str(exc)[:2000]
+                explain(row, case, col, known, versions, args.dynamic and static_check)
             except (Unsupported, BackendCrashed) as exc:
                 row[f"{col}_skip"] = str(exc)[:200]
             except Exception as exc:  # a compile timeout or anything else: recorded, and the next case goes on
                 row[f"{col}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        row["s"] = round(time.monotonic() - case_started, 3)  # where a shard's time goes
+        row["compiles"] = compiler.stats["compiles"] - compiles_before
         rows.append(row)
         log.write(json.dumps(row, default=str) + "\n")
         log.flush()
@@ -180,10 +241,19 @@ def table(rows: list, col: str, elapsed: float, mode: str) -> int:
             f"{key[0]:14s} {key[1]:18s} {n:5d}  {cell(got['eager-torch']):>24s}  {cell(got['eager-case']):>24s}  "
             f"{cell(got[col]):>24s}"
         )
-    for r in rows:  # each case over the bound, with the first lines of its report
+    unexplained = 0
+    for r in rows:  # each case over the bound, with why (where known) and the first lines of its report
         if r.get(col, 0) > 1:
+            static = r.get(f"{col}_static")
+            if "known" in r:
+                why = f"known failure {r['known']}"
+            elif static is not None and static <= 1:
+                why = f"dynamic-shape kernel wrong: the static compile is right ({static:.3g})"
+            else:
+                unexplained += 1
+                why = "unexplained" + (f" (static compile {static:.3g})" if static is not None else "")
             report = " | ".join(r.get(f"{col}_report", "").splitlines()[:4])
-            print(f"OVER {r['case']}: {r[col]:.3g} -- {report[:600]}")
+            print(f"OVER {r['case']}: {r[col]:.3g} [{why}] -- {report[:600]}")
     errors = [r for r in rows if f"{col}_error" in r]
     for r in errors[:5]:
         print(f"ERROR {r['case']}: {r[f'{col}_error'][:300]}")
@@ -192,9 +262,12 @@ def table(rows: list, col: str, elapsed: float, mode: str) -> int:
     skipped = sum(1 for r in rows if f"{col}_skip" in r)
     print(
         f"TOTAL cases {len(rows)}, over the bound: eager-torch {over['eager-torch']}, eager-case "
-        f"{over['eager-case']}, {col} {over[col]} of {compiled} checked ({skipped} unsupported, {len(errors)} errors); "
-        f"dtypes {sorted(DTYPES)}"
+        f"{over['eager-case']}, {col} {over[col]} of {compiled} checked ({skipped} unsupported, {len(errors)} errors; "
+        f"{unexplained} of the {over[col]} unexplained); dtypes {sorted(DTYPES)}"
     )
+    compiles = sum(r.get("compiles", 0) for r in rows)
+    seconds = sum(r.get("s", 0.0) for r in rows)
+    print(f"TIME {seconds:.0f} s in cases, {compiles} compiles ({len(rows) / max(compiles, 1):.1f} cases per compile)")
     return 0
 
 

@@ -156,16 +156,22 @@ kc)  # the last call: the split-K decode path of triton[kernels]; the dynamic-sh
   } >"$log" 2>&1
   rm -f "$out/env.txt"; cat "$log"
   ;;
-n1)  # next session, call 1 (carry .gpu/a): the triton calibration at 2000 cases (issue 10: dynamic compiles,
-     # 20 shapes per structure, 6 shards, no workers), the crash-containment test with its new plant and
-     # triton[kernels]' tests, side by side (the GPU's timing does not matter to any of them)
+n1)  # call 1 (carry .gpu/a): the triton calibration at 2000 cases (issue 10): 8 shards of dynamic compiles, 20
+     # shapes per structure grouped by their unit dimensions (one compile serves a group), beside 4 shards of
+     # static compiles (the default path) and the crash-containment test and triton[kernels]' tests (the
+     # GPU's timing matters to none of them)
   mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
   export PYTHONPATH=$PWD:/tmp/site_a
-  for i in 0 1 2 3 4 5; do
+  for i in 0 1 2 3 4 5 6 7; do
     (timeout -k 5 330 python3 scripts/gpu_calibrate.py --backend triton --dynamic --cases 2000 --seeds 10 \
-      --per-structure 20 --compiled 100000 --shard "$i/6" --deadline 300 --out /tmp/calib \
+      --per-structure 20 --compiled 100000 --shard "$i/8" --deadline 300 --out /tmp/calib \
       >"/tmp/calib-$i.txt" 2>&1; echo "rc=$?" >>"/tmp/calib-$i.txt") &
+  done
+  for i in 0 1 2 3; do
+    (timeout -k 5 330 python3 scripts/gpu_calibrate.py --backend triton --cases 800 --seeds 8 \
+      --compiled 100000 --shard "$i/4" --deadline 290 --out /tmp/calib-static \
+      >"/tmp/calib-static-$i.txt" 2>&1; echo "rc=$?" >>"/tmp/calib-static-$i.txt") &
   done
   (timeout -k 5 330 python3 -m pytest "${plugins[@]}" tests/gpu/test_gpu_containment.py --gemm-backends=triton -rs \
     >/tmp/n1-containment.txt 2>&1; echo "rc=$?" >>/tmp/n1-containment.txt) &
@@ -173,12 +179,16 @@ n1)  # next session, call 1 (carry .gpu/a): the triton calibration at 2000 cases
   echo "rc=$?" >>/tmp/n1-kernels.txt
   wait
   python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/n1-calib.txt" 2>&1
-  tail -2 /tmp/calib-*.txt >>"$out/n1-calib.txt"
+  tail -3 /tmp/calib-[0-9].txt >>"$out/n1-calib.txt"
+  { python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib-static; tail -3 /tmp/calib-static-*.txt; } \
+    >"$out/n1-calib-static.txt" 2>&1
   cat /tmp/calib/calibration-triton-*.jsonl >"$out/n1-calibration.jsonl" 2>/dev/null
+  cat /tmp/calib-static/calibration-triton-*.jsonl >"$out/n1-calibration-static.jsonl" 2>/dev/null
   grep -v DEBUG /tmp/n1-containment.txt | tail -80 >"$out/n1-containment.txt"
   grep -v DEBUG /tmp/n1-kernels.txt | tail -60 >"$out/n1-kernels.txt"
   cat "$out/env.txt"; rm -f "$out/env.txt"
-  grep -v "^OVER\|^ERROR" "$out/n1-calib.txt" | tail -24; grep -c "^OVER" "$out/n1-calib.txt"
+  grep -v "^OVER\|^ERROR" "$out/n1-calib.txt" | grep -v "^rc=\|^==>\|^$" | tail -24; grep "^OVER" "$out/n1-calib.txt" | cut -c1-150 | head -12
+  grep "^TOTAL\|^TIME" "$out/n1-calib-static.txt" | tail -2; grep "^OVER" "$out/n1-calib-static.txt" | cut -c1-150 | head -8
   summary containment "$out/n1-containment.txt"; summary kernels "$out/n1-kernels.txt"
   ;;
 n2)  # next session, call 2 (carry .gpu/b .gpu/cutlass_api_src): the README main job with auto and every GPU
@@ -195,7 +205,8 @@ n2)  # next session, call 2 (carry .gpu/b .gpu/cutlass_api_src): the README main
   ;;
 n3)  # next session, call 3, right after n2 (the CuteDSL set still installed): cutedsl[kernels] through
      # gemmguard's tests, kernels/check_cute.py with the opt-in paths, every ordered pair of backends
-  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+  export PATH=/tmp/site/bin:$PATH
   python3 -c "import cutlass, quack" || { echo "n3: the CuteDSL set is gone (run n2 first, then n3 at once)"; exit 3; }
   (timeout -k 5 300 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -rs -k "cutedsl" \
     >/tmp/n3-kernels.txt 2>&1; echo "rc=$?" >>/tmp/n3-kernels.txt) &
@@ -207,5 +218,16 @@ n3)  # next session, call 3, right after n2 (the CuteDSL set still installed): c
   grep -E "PASSED|FAILED|SKIPPED|ERROR|rc=" /tmp/n3-orders.txt | cut -c1-200 >"$out/n3-orders.txt"
   rm -f "$out/env.txt"; tail -30 "$out/n3-cute.txt"; summary kernels "$out/n3-kernels.txt"; tail -12 "$out/n3-orders.txt"
   ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1, n2 or n3" >&2; exit 2 ;;
+n4)  # the last call (carry .gpu/a, the CUTLASS wheel; no CuteDSL set): the README main job, -v for its
+     # progress lines, shrinking bounded by the new --gemm-shrink-time default; what fails and where time goes
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  export PYTHONPATH=$PWD:/tmp/site_a
+  start=$(date +%s)
+  timeout -k 5 "${MAIN_S:-280}" python3 -m pytest "${plugins[@]}" examples -v -rs --durations=30 >/tmp/n4.txt 2>&1
+  echo "rc=$? wall=$(( $(date +%s) - start )) s" >>/tmp/n4.txt
+  grep -v DEBUG /tmp/n4.txt >"$out/n4-main-job.txt"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "FAILED|PASSED|XFAIL|SKIPPED|: FAILED|rc=" "$out/n4-main-job.txt" | cut -c1-220 | tail -40
+  ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1, n2, n3 or n4" >&2; exit 2 ;;
 esac

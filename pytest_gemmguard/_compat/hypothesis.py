@@ -5,12 +5,16 @@
 - the `@reproduce_failure('VERSION', b'BLOB')` note Hypothesis adds to a failure, turned into a
   `--gemm-replay=VERSION:BLOB` line;
 - `hypothesis.control.current_build_context().is_final`: whether the running example is the one Hypothesis
-  will report (the shrunk failure's last run, an explicit example, a replay).
+  will report (the shrunk failure's last run, an explicit example, a replay);
+- `hypothesis.internal.conjecture.engine.MAX_SHRINKING_SECONDS`: how long the shrinker may work on a failure
+  (read when shrinking starts; no public setting bounds it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', b'([^']*)'\)")
@@ -57,3 +61,20 @@ def replay_blob(exc: BaseException) -> tuple[str, str] | None:
         if m:
             return m.group(1), m.group(2)
     return None
+
+
+@contextlib.contextmanager
+def shrink_time_limit(seconds: float | None) -> Iterator[bool]:
+    """Bound Hypothesis's shrinking of a failure to `seconds` (None: leave Hypothesis's own limit) while the
+    block runs. Yields whether the bound is in force (False where this Hypothesis has no such limit)."""
+    from hypothesis.internal.conjecture import engine
+
+    old = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if seconds is None or not isinstance(old, (int, float)):
+        yield False
+        return
+    engine.MAX_SHRINKING_SECONDS = seconds
+    try:
+        yield True
+    finally:
+        engine.MAX_SHRINKING_SECONDS = old

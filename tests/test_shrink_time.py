@@ -1,0 +1,81 @@
+"""Shrinking a failure is bounded (--gemm-shrink-time): each shrink step is a compile, seconds on a GPU, and
+Hypothesis's own limit is five minutes per failing test. The failure must still be reported, with the
+smallest case found by then, and the bound must be what stops it (a longer bound shrinks longer)."""
+
+from __future__ import annotations
+
+import time
+
+# A backend that is wrong on every GEMM (a real Inductor graph pass adds 0.5 to each mm's output), and a
+# test that costs 0.4 s per example beyond its compile: shrinking its failure takes Hypothesis many steps.
+PLANT = """
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class SkewAll(CustomGraphPass):
+    def __call__(self, graph):
+        for node in list(graph.nodes):
+            if node.target is torch.ops.aten.mm.default:
+                with graph.inserting_after(node):
+                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, 0.5))
+                node.replace_all_uses_with(skewed)
+                skewed.args = (node, 0.5)
+
+    def uuid(self):
+        return "gemmguard-test-skew-all"
+
+
+class WrongEverywhere(AtenBackend):
+    name = "wrong-everywhere"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": SkewAll()}
+
+
+backends.register(WrongEverywhere())
+"""
+
+SLOW_WRONG = """
+import time
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float32"], layouts=["contiguous"], epilogues=["none"], max_examples=20)
+def test_always_wrong(gemm):
+    time.sleep(0.4)
+    gemm.check()
+"""
+
+
+def _run(pytester, plugin_args, limit: str):
+    pytester.makeconftest(PLANT)
+    pytester.makepyfile(test_user=SLOW_WRONG)
+    started = time.perf_counter()
+    result = pytester.runpytest_subprocess(
+        *plugin_args, "--gemm-backends=wrong-everywhere", "-p", "no:cacheprovider", "--gemm-seed=3",
+        "--gemm-compile-workers=0", f"--gemm-shrink-time={limit}", timeout=600,
+    )  # fmt: skip
+    return result, time.perf_counter() - started
+
+
+def test_shrinking_stops_at_its_limit_and_the_failure_is_still_reported(pytester, plugin_args):
+    short, short_s = _run(pytester, plugin_args, "2")
+    text = short.stdout.str()
+    assert short.ret == 1, text[-3000:]
+    assert "wrong result" in text.lower(), text[-3000:]
+    assert "--gemm-shrink-time" in text, text[-3000:]
+    longer, longer_s = _run(pytester, plugin_args, "12")
+    assert longer.ret == 1, longer.stdout.str()[-3000:]
+    # The limit is what stopped it: given more time the same failure shrinks for longer.
+    assert longer_s > short_s + 5, (short_s, longer_s)
+
+
+def test_a_bad_shrink_time_is_one_usage_line(pytester, plugin_args):
+    pytester.makepyfile(test_user=SLOW_WRONG)
+    result = pytester.runpytest_subprocess(*plugin_args, "--gemm-shrink-time=soon")
+    assert result.ret != 0
+    lines = [ln for ln in result.stderr.str().splitlines() + result.stdout.str().splitlines() if "shrink" in ln]
+    assert lines and "--gemm-shrink-time" in lines[0], result.stderr.str()[-2000:]
