@@ -2,10 +2,10 @@
 
     python3 kernels/check_cute.py            # correctness sweep, then timings (~2-4 min)
     python3 kernels/check_cute.py --quick    # a few cases only
-    python3 kernels/check_cute.py --optin    # only the opt-in paths next to the default (~1 min)
+    python3 kernels/check_cute.py --optin    # only the switches next to the default (~1 min)
 
-The opt-in section (also at the end of a full run) sets GEMMGUARD_CUTE_SPLIT_K / GEMMGUARD_CUTE_RASTER
-in this process per case (cute_gemm reads them at call time) and prints default and opt-in side by side.
+The switches section (also at the end of a full run) sets GEMMGUARD_CUTE_SPLIT_K / _BRANCH_EPI / _RASTER
+in this process per case (cute_gemm reads them at call time) and prints the default beside each.
 
 Every case is caught on its own: a failing case prints one line and the sweep goes on.  Full
 tracebacks go to $OUT/check_cute.log when OUT is set (else ./check_cute.log).
@@ -95,20 +95,20 @@ def optin_section(cg, make, reference):
     import torch
 
     dev = "cuda"
+    before = {"GEMMGUARD_CUTE_SPLIT_K": "0", "GEMMGUARD_CUTE_BRANCH_EPI": "0"}  # the defaults until 2026-12-01
     modes = [
         ("default", {}),
-        ("split-K", {"GEMMGUARD_CUTE_SPLIT_K": "1"}),
-        ("br-epi", {"GEMMGUARD_CUTE_BRANCH_EPI": "1"}),
+        ("before", before),
+        ("no split-K", {"GEMMGUARD_CUTE_SPLIT_K": "0"}),
     ]
     large_modes = [
         ("default", {}),
+        ("before", before),
         ("raster16", {"GEMMGUARD_CUTE_RASTER": "16"}),
-        ("br-epi", {"GEMMGUARD_CUTE_BRANCH_EPI": "1"}),
-        ("r16+brepi", {"GEMMGUARD_CUTE_RASTER": "16", "GEMMGUARD_CUTE_BRANCH_EPI": "1"}),
     ]
     log(
-        "\n== opt-in paths: default vs GEMMGUARD_CUTE_SPLIT_K=1 (decode), GEMMGUARD_CUTE_BRANCH_EPI=1 (all), "
-        "GEMMGUARD_CUTE_RASTER=16 (large)"
+        "\n== switches: the default (split-K for decode and the branch epilogue on) vs both off (before), "
+        "GEMMGUARD_CUTE_SPLIT_K=0 (decode), GEMMGUARD_CUTE_RASTER=16 (large)"
     )
     decode = [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (16, 4096, 11008), (7, 4104, 3080)]
     decode_modes = modes

@@ -15,18 +15,22 @@ Kernel (SM90 only; below SM90 ``takes()`` refuses, there is no SM80 path yet):
 * configurations (picked per shape): 128x256x64 with two consumer warpgroups (4 stages),
   128x128x64 with two consumer warpgroups (6 stages), and a decode config 64x32x128 with one
   consumer warpgroup (8 stages) for M <= 64, where the many N tiles keep every SM streaming B.
-* opt-in, DEFAULT OFF, read at every call (``env_flags()``), compiled for sm_90a on the CPU but
-  NOT YET RUN ON A GPU (the lead verifies them with ``kernels/check_cute.py --optin``):
-  - ``GEMMGUARD_CUTE_SPLIT_K=1``: split-K for decode (M <= 64, K >= 1024, and only when the
-    output tiles alone cannot fill the SMs): config 64x128x64, one consumer warpgroup, 8 stages;
-    the work units are (K slice, tile) pairs, slice-major, walked persistently; each unit's fp32
-    partial sums go by atomic adds into a zeroed fp32 workspace (M, N padded to 4), and a second
-    small kernel applies bias + the step chain once and writes the output.  pick_split() takes the
-    slice count that minimises waves / slices (16x4096x4096: 32 tiles x 4 slices = 128 CTAs).
-    A/B role swap (N in the MMA's M) was not done: the decode kernel is bound by streaming B
-    through TMA, not by the MMA rows wasted on M = 16, so split-K is the lever.
-  - ``GEMMGUARD_CUTE_RASTER=16``: the large config rasters bands of 16 tile rows instead of 8
-    (smaller L2 footprint per wave at 4096^3); unmeasured.
+* switches, read at every call (``env_flags()``), measured on the H200 with ``kernels/check_cute.py
+  --optin`` (2026-12-01, BENCHMARKS.md "gemmguard's own kernels"; 195 opt-in cases, 0 wrong):
+  - split-K for decode, ON by default (``GEMMGUARD_CUTE_SPLIT_K=0`` turns it off): M <= 64, K >= 1024,
+    and only when the output tiles alone cannot fill the SMs: config 64x128x64, one consumer
+    warpgroup, 8 stages; the work units are (K slice, tile) pairs, slice-major, walked persistently;
+    each unit's fp32 partial sums go by atomic adds into a zeroed fp32 workspace (M, N padded to 4),
+    and a second small kernel applies bias + the step chain once and writes the output.  pick_split()
+    takes the slice count that minimises waves / slices (16x4096x4096: 32 tiles x 4 slices = 128
+    CTAs).  Kernel time (CUDA graph) 16x4096x4096: 19.9 -> 14.5 us (cuBLAS 9.6).  A/B role swap (N
+    in the MMA's M) was not done: the decode kernel is bound by streaming B through TMA, not by the
+    MMA rows wasted on M = 16.
+  - branch epilogue, ON by default (``GEMMGUARD_CUTE_BRANCH_EPI=0`` turns it off): the epilogue
+    converts / applies the chain only inside the full-tile and in-bounds branches; with the old
+    epilogue ptxas reports C7514 (WGMMAs serialised) for every config.  4096^3: 254 -> 233 us.
+  - ``GEMMGUARD_CUTE_RASTER=16``, off by default: bands of 16 tile rows instead of 8 for the
+    large config; 4096^3 faster by kernel time, 8192^3 slower by do_bench: no clear win.
 * layouts: A and B may each be K-major or M/N-major (row- or column-major); the output is a new
   row-major tensor.  Ragged M, N and K come from TMA's out-of-bounds zero fill plus epilogue masks.
 * epilogue, in order: op-level ``bias`` (any tensor broadcastable to the output, read through its
@@ -83,7 +87,7 @@ class TileConfig:
 CFG_LARGE = TileConfig(128, 256, 64, 2, 4)
 CFG_MID = TileConfig(128, 128, 64, 2, 6)
 CFG_DECODE = TileConfig(64, 32, 128, 1, 8)
-# opt-in (see env_flags()): decode split-K, and a 4096^3 raster variant (bands of 16 tile rows)
+# switched by env_flags(): decode split-K (on), and a 4096^3 raster variant (bands of 16 tile rows; off)
 CFG_DECODE_SK = TileConfig(64, 128, 64, 1, 8, split_k=True)
 CFG_LARGE_G16 = TileConfig(128, 256, 64, 2, 4, group_m=16)
 _BASE_CONFIGS = (CFG_LARGE, CFG_MID, CFG_DECODE, CFG_DECODE_SK, CFG_LARGE_G16)
@@ -94,24 +98,18 @@ SPLIT_K_MIN_K = 1024  # below this K the second launch costs more than the split
 
 
 def env_flags() -> dict:
-    """The opt-in switches, read at call time (so one process can compare them):
+    """The switches, read at call time (so one process can compare them); the module docstring has
+    what each does and what it measured:
 
-    * ``GEMMGUARD_CUTE_SPLIT_K=1``: decode regime (M <= 64, K >= 1024, too few output tiles to fill
-      the SMs) uses CFG_DECODE_SK: each CTA reduces one K slice of a 64x128 tile, the partial sums go
-      into a zeroed fp32 workspace by atomic adds, and a second small kernel applies the epilogue chain
-      once.  DEFAULT OFF: compiled for sm_90a on the CPU only, not yet run on a GPU.
-    * ``GEMMGUARD_CUTE_RASTER=16``: the large-tile config walks bands of 16 tile rows instead of 8
-      (CFG_LARGE_G16).  DEFAULT OFF, unmeasured.
-    * ``GEMMGUARD_CUTE_BRANCH_EPI=1``: every non-split config gets ``branch_epi`` (suffix ``_be``):
-      the epilogue converts / applies the chain only inside the full-tile and in-bounds branches.
-      With the default epilogue, ptxas 13.0 reports C7514 (WGMMAs serialised) for every default
-      config; with this one it does not (checked on the CPU with ptxas -arch=sm_90a on the PTX).
-      DEFAULT OFF, unmeasured.
+    * ``GEMMGUARD_CUTE_SPLIT_K``: split-K in the decode regime (CFG_DECODE_SK), on unless ``0``;
+    * ``GEMMGUARD_CUTE_RASTER=16``: the large config walks bands of 16 tile rows (CFG_LARGE_G16), off;
+    * ``GEMMGUARD_CUTE_BRANCH_EPI``: every non-split config gets ``branch_epi`` (suffix ``_be``), on
+      unless ``0``.
     """
     return {
-        "split_k": os.environ.get("GEMMGUARD_CUTE_SPLIT_K", "0") == "1",
+        "split_k": os.environ.get("GEMMGUARD_CUTE_SPLIT_K", "1") != "0",
         "raster16": os.environ.get("GEMMGUARD_CUTE_RASTER", "") == "16",
-        "branch_epi": os.environ.get("GEMMGUARD_CUTE_BRANCH_EPI", "0") == "1",
+        "branch_epi": os.environ.get("GEMMGUARD_CUTE_BRANCH_EPI", "1") != "0",
     }
 
 
@@ -140,8 +138,11 @@ def pick_config(m: int, n: int, batch: int, sms: int = 132, k: int | None = None
 def _pick_config(m: int, n: int, batch: int, sms: int, k: int | None) -> TileConfig:
     flags = env_flags()
     if m <= 64:
+        # Split-K only for a ragged M: with M a whole decode tile the branch epilogue's full-tile path is
+        # faster still (H200 kernel time, 4096x4096: M = 64 9.5 us unsplit vs 14.4 split; M = 16 18.5 vs 14.5).
         if (
             flags["split_k"]
+            and m % CFG_DECODE.bm != 0
             and k is not None
             and k >= SPLIT_K_MIN_K
             and batch * m * ((n + 3) // 4 * 4) <= _INT32_MAX  # the padded workspace, 32-bit indexed

@@ -99,7 +99,15 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
     # Every autotune candidate of a graph compiled now is judged too, not only the winner (candidates.py).
     with candidates.judging(case.dtype if session.options.all_choices else None):
-        out, record = run_checked(compiled, flat)
+        try:
+            out, record = run_checked(compiled, flat)
+        except Unsupported as exc:
+            # A compile served from the cache a worker filled never ran the backend's graph passes here, so
+            # the worker's reason is the fuller one (an own-kernel route's "its kernel refused: ...").
+            told = (learnt or {}).get("detail", "")
+            if (learnt or {}).get("status") == "unsupported" and told.startswith(exc.reason) and told != exc.reason:
+                raise Unsupported(exc.backend, told) from None
+            raise
     session.tally.add(gemm.backend, "compile_s", record.compile_s)
     seen = [c for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
     from_worker = not seen and bool(learnt and learnt.get("candidates"))

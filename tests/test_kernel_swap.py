@@ -123,3 +123,54 @@ def test_a_refused_gemm_says_why_in_the_verdict():
                 Gemm(case, "refusing-stand-in", GemmSession(compiler, options)).check()
         finally:
             compiler.deactivate()
+
+
+REFUSING_CONFTEST = """
+import types
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.base import Probe
+from pytest_gemmguard.backends.own_kernel import OwnKernelBackend
+
+KERNEL = types.SimpleNamespace(takes=lambda a, b, **kw: "operands of this test never fit", gemm=None,
+                               __file__=__file__)
+
+
+class Refusing(OwnKernelBackend):
+    name = "refusing-stand-in"
+    op_name = "swap_refusing_ahead"
+    pass_uuid = "test-refusing-ahead"
+
+    def device(self):
+        return "cpu"
+
+    def probe(self):
+        return Probe(True)
+
+    def kernels(self):
+        return KERNEL
+
+
+backends.register(Refusing())
+"""
+
+
+def test_the_refusal_survives_a_compile_made_ahead_by_a_worker(pytester, plugin_args):
+    """With compile-ahead the pass runs in the worker; the test process's compile is a cache hit that runs
+    no pass, so the reason must come back from the worker."""
+    pytester.makeconftest(REFUSING_CONFTEST)
+    pytester.makepyfile(
+        test_user="""
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float32"], layouts=["contiguous"], epilogues=["none"], shapes=[(8, 16, 32)],
+           max_examples=2)
+def test_mm(gemm):
+    gemm.check()
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        *plugin_args, "--gemm-backends=refusing-stand-in", "-p", "no:cacheprovider", "--gemm-compile-workers=1"
+    )
+    text = result.stdout.str()
+    assert "its kernel refused: operands of this test never fit" in text, text[-3000:]
