@@ -7,6 +7,8 @@ pytest run in which no GEMM test runs never imports torch.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,12 +103,32 @@ def session(config: pytest.Config) -> Any:
         options.compile_workers = s["compile_workers"]
         options.shrink_s = s["shrink_s"] or None
         options.differential = tuple(selected(config))
-        if config.get_verbosity() >= 1:
+        verbosity = config.get_verbosity()
+        if verbosity >= 1:
             options.progress = lambda line: live_line(config, line)
+        elif verbosity == 0:  # a long GPU run must not sit silent for minutes: a line every 30 s at most
+            options.progress = Throttled(lambda line: live_line(config, line), PROGRESS_EVERY_S)
         # The session counts examples as they run; state.tally is built from the reports (the two must stay
         # apart: a test's share goes from the first to the second on its report).
         state.session = GemmSession(compiler, options, state.known, bool(s["known_strict"]))
     return state.session
+
+
+PROGRESS_EVERY_S = 30.0
+
+
+class Throttled:
+    """Passes on a progress line when `every_s` have gone by since the last one it passed (the first at
+    once), and always a line that reports a failure."""
+
+    def __init__(self, write: Callable[[str], None], every_s: float) -> None:
+        self.write, self.every_s, self.last = write, every_s, -float("inf")
+
+    def __call__(self, line: str) -> None:
+        now = time.monotonic()
+        if "FAILED" in line or now - self.last >= self.every_s:
+            self.last = now
+            self.write(line)
 
 
 def live_line(config: pytest.Config, line: str) -> None:

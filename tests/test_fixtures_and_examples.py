@@ -58,3 +58,30 @@ def test_the_results_table_is_the_same_under_pytest_xdist(pytester):
     cols = row.split()  # backend passed unsup. failed unavail | verified unsup. failed ...
     assert cols[1:5] == ["1", "1", "0", "0"] and int(cols[6]) >= 2 and int(cols[7]) >= 1, row
     assert "unsupported by cpp" in out and "NoValidChoicesError" in out
+
+
+def test_progress_shows_without_verbose_but_sparingly(pytester):
+    """A long GPU run must not sit silent for minutes under plain `pytest`: the first progress line shows at
+    once, later ones at most every 30 s, and a failure's line always; `-v` shows every example."""
+    from pytest_gemmguard._state import Throttled
+
+    seen: list[str] = []
+    throttled = Throttled(seen.append, every_s=3600)
+    for line in ("[aten] 1/3 a: verified", "[aten] 2/3 b: verified", "[aten] 3/3 c: FAILED (wrong result)"):
+        throttled(line)
+    assert seen == ["[aten] 1/3 a: verified", "[aten] 3/3 c: FAILED (wrong result)"]
+
+    pytester.makepyfile(
+        """
+        from pytest_gemmguard import gemm_case
+
+        @gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], shapes=[(9, 17, 33), (16, 24, 40)])
+        def test_a(gemm):
+            gemm.check()
+        """
+    )
+    args = ("--gemm-backends=aten", "--gemm-max-examples=3", "--gemm-seed=3", "-p", "no:cacheprovider")
+    plain = pytester.runpytest_inprocess(*args).stdout.str()
+    assert plain.count("gemmguard [aten]") == 1, plain
+    quiet = pytester.runpytest_inprocess(*args, "-q").stdout.str()
+    assert "gemmguard [aten]" not in quiet, quiet
