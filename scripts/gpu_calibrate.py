@@ -91,6 +91,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=2000, help="drawn cases in all (split over the seeds)")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seed-base", type=int, default=1000, help="first seed (another base draws other cases)")
     ap.add_argument("--compiled", type=int, default=0, help="of those, how many to also compile through aten")
     ap.add_argument("--deadline", type=float, default=400.0, help="seconds: start no new case after this")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -130,7 +131,7 @@ def main() -> int:
     # cases are drawn and the shard stops grouping once it holds its share of --cases.
     pool = 2 if per > 1 else 1
     for s in range(args.seeds):
-        cases += draw(pool * args.cases // args.seeds // per, 1000 + s, device)
+        cases += draw(pool * args.cases // args.seeds // per, args.seed_base + s, device)
     cases = cases[shard::shards]
     if per > 1:
         grouped, share = [], -(-args.cases // shards)
@@ -138,7 +139,13 @@ def main() -> int:
             if len(grouped) >= share:
                 break
             more = draw(
-                4 * per, 5000 + j, device, ops=[c.op], dtypes=[c.dtype], layouts=[c.layout], epilogues=[c.epilogue]
+                4 * per,
+                args.seed_base + 4000 + j,
+                device,
+                ops=[c.op],
+                dtypes=[c.dtype],
+                layouts=[c.layout],
+                epilogues=[c.epilogue],
             )
             grouped += [c, *same_specialisation(c, more, per - 1)]
         cases = grouped
