@@ -140,22 +140,16 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **shared)(visit))
     if pool is not None:
         queue_ahead(session, p, backend, test_id)
-    started, bounded = time.perf_counter(), False
     try:
         # Each shrink step is a compile (seconds on a GPU): Hypothesis's own five minutes per failing test
         # would make a red run an hour long. The failure is reported either way.
-        with hypothesis_compat.shrink_time_limit(options.shrink_s) as bounded:
+        with hypothesis_compat.shrink_time_limit(options.shrink_s):
             for run in runs:
                 run()
     except BaseException as exc:
         blob = hypothesis_compat.replay_blob(exc)
         if blob is not None:
             exc.add_note(f"gemmguard reproduce: pytest '{test_id}' --gemm-replay='{blob[0]}:{blob[1]}'")
-        if bounded and options.shrink_s is not None and time.perf_counter() - started > options.shrink_s:
-            exc.add_note(
-                f"gemmguard: shrinking may have stopped at its {options.shrink_s:g} s limit (--gemm-shrink-time; "
-                "Hypothesis's warning about five minutes means this limit); a rerun resumes from the database"
-            )
         raise
     finally:
         if pool is not None:

@@ -7,7 +7,9 @@
 - `hypothesis.control.current_build_context().is_final`: whether the running example is the one Hypothesis
   will report (the shrunk failure's last run, an explicit example, a replay);
 - `hypothesis.internal.conjecture.engine.MAX_SHRINKING_SECONDS`: how long the shrinker may work on a failure
-  (read when shrinking starts; no public setting bounds it).
+  (read when shrinking starts; no public setting bounds it), and `hypothesis.reporting.with_reporter`, to say
+  in gemmguard's words when that limit stopped it (Hypothesis's own message speaks of five minutes and asks
+  for a bug report).
 """
 
 from __future__ import annotations
@@ -73,8 +75,21 @@ def shrink_time_limit(seconds: float | None) -> Iterator[bool]:
     if seconds is None or not isinstance(old, (int, float)):
         yield False
         return
+    from hypothesis import reporting
+
+    outer = reporting.current_reporter()
+
+    def translated(text: object) -> None:
+        if isinstance(text, str) and "working to shrink" in text:
+            text = (
+                f"gemmguard: shrinking stopped at its {seconds:g} s limit (--gemm-shrink-time); the failure below "
+                "is the smallest case found by then, and a rerun resumes shrinking from the example database"
+            )
+        outer(text)
+
     engine.MAX_SHRINKING_SECONDS = seconds
     try:
-        yield True
+        with reporting.with_reporter(translated):
+            yield True
     finally:
         engine.MAX_SHRINKING_SECONDS = old
