@@ -119,16 +119,20 @@ PROGRESS_EVERY_S = 30.0
 
 class Throttled:
     """Passes on a progress line when `every_s` have gone by since the last one it passed (the first at
-    once), and always a line that reports a failure."""
+    once), and at once the first line of a failure; the failing steps of its shrinking that follow are
+    throttled like any line (one every `every_s` says the shrinking goes on)."""
 
     def __init__(self, write: Callable[[str], None], every_s: float) -> None:
         self.write, self.every_s, self.last = write, every_s, -float("inf")
+        self.failing = False  # the last line seen reported a failure
 
     def __call__(self, line: str) -> None:
         now = time.monotonic()
-        if "FAILED" in line or now - self.last >= self.every_s:
+        failed = "FAILED" in line
+        if (failed and not self.failing) or now - self.last >= self.every_s:
             self.last = now
             self.write(line)
+        self.failing = failed
 
 
 def live_line(config: pytest.Config, line: str) -> None:

@@ -20,7 +20,7 @@ class Options:
     repro_dir: str = "gemmguard-repro"
     all_choices: bool = True  # check every autotune candidate, not only the winner (candidates.py)
     shrink_s: float | None = 60.0  # Hypothesis's shrinking of one failing test, at most (None: its own limit)
-    progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires -v)
+    progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires them)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
     compile_workers: int | None = None  # compile-ahead processes; None: ahead.auto_workers() for GPU backends
     # The run's backends: a failure's inputs go through the others that can run here (differential.py).
@@ -74,7 +74,7 @@ class GemmSession:
         self.compiler.deactivate()
 
     def progress(self, message: str) -> None:
-        """A live line for long work (shown with pytest -v)."""
+        """A live line for long work (every line with pytest -v; without it one every 30 s, _state.Throttled)."""
         if self.options.progress is not None:
             self.options.progress(message)
 

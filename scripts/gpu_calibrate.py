@@ -168,13 +168,15 @@ def main() -> int:
     versions = known_mod.installed_versions(("torch", "triton", *known.packages()))
     static_session: list = []
 
-    def static_check(case) -> float:
+    def static_check(case) -> float | None:
         if not static_session:
             static_session.append(GemmSession(Compiler(timeout_s=120), options))
         try:
             return Gemm(case, col, static_session[0], "calibrate-static").check().verdict.max_ratio
         except GemmMismatch:
             return float("inf")
+        except Exception:  # unsupported, crashed or timed out statically: no explanation, and the shard goes on
+            return None
 
     name = "calibration.jsonl" if shards == 1 else f"calibration-{col}-{shard}.jsonl"
     os.makedirs(args.out, exist_ok=True)

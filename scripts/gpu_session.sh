@@ -15,7 +15,8 @@
 #                                            (issue 10: dynamic compiles, 6 shards) and the crash-containment test
 #   ka, kb, kc                               (this session's calls, as run: BENCHMARKS.md, own kernels)
 #   n1, n2, n3, n4                           (2026-12-01 night, as run: docs/gpu-validation.md)
-#   p1 (.gpu/a), p2 (.gpu/b), p3, p4         prepared for the next session, back to back (about 28 minutes):
+#   p1 (.gpu/a), p2 (.gpu/b), p3, p4         prepared for the next session, back to back (caps 270 + 530 +
+#                                            430 + 350 s, about 27 minutes with the machine's start):
 #                                            the calibration to 2000+ cases per backend; the README main job;
 #                                            the workflow's GPU job; cutedsl[kernels] benchmark, tests, every order
 #
@@ -231,22 +232,25 @@ n4)  # the last call (carry .gpu/a, the CUTLASS wheel; no CuteDSL set): the READ
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "FAILED|PASSED|XFAIL|SKIPPED|: FAILED|rc=" "$out/n4-main-job.txt" | cut -c1-220 | tail -40
   ;;
-p1)  # next session, call 1 (carry .gpu/a), about 330 s: the calibration to 2000+ cases per backend (issue 10):
+p1)  # next session, call 1 (carry .gpu/a), about 280 s: the calibration to 2000+ cases per backend (issue 10):
      # triton, 10 shards of dynamic compiles on new seeds (seed base 3000; this session's 890 used 1000), beside
      # 4 shards of aten's static compiles (the default path)
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
   mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
   export PYTHONPATH=$PWD:/tmp/site_a
   for i in 0 1 2 3 4 5 6 7 8 9; do
-    (timeout -k 5 320 python3 scripts/gpu_calibrate.py --backend triton --dynamic --cases 2000 --seeds 10 \
-      --seed-base 3000 --per-structure 20 --compiled 100000 --shard "$i/10" --deadline 290 --out /tmp/calib \
+    (timeout -k 5 270 python3 scripts/gpu_calibrate.py --backend triton --dynamic --cases 2000 --seeds 10 \
+      --seed-base 3000 --per-structure 20 --compiled 100000 --shard "$i/10" --deadline 240 --out /tmp/calib \
       >"/tmp/calib-$i.txt" 2>&1; echo "rc=$?" >>"/tmp/calib-$i.txt") &
   done
   for i in 0 1 2 3; do
-    (timeout -k 5 320 python3 scripts/gpu_calibrate.py --backend aten --cases 2400 --seeds 8 --seed-base 3000 \
-      --compiled 100000 --shard "$i/4" --deadline 290 --out /tmp/calib-aten \
+    (timeout -k 5 270 python3 scripts/gpu_calibrate.py --backend aten --cases 2400 --seeds 8 --seed-base 3000 \
+      --compiled 100000 --shard "$i/4" --deadline 240 --out /tmp/calib-aten \
       >"/tmp/calib-aten-$i.txt" 2>&1; echo "rc=$?" >>"/tmp/calib-aten-$i.txt") &
   done
+  # The main job's unexplained triton failure (docs/findings.md), replayed in a fresh process of its own.
+  timeout -k 5 200 python3 scripts/gpu_case.py triton \
+    "GemmCase(op='mm', m=1, n=7, k=13, dtype='float32', layout='contiguous', seed=11)" >"$out/p1-mm1x7x13.txt" 2>&1
   wait
   python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/p1-calib-triton.txt" 2>&1
   python3 scripts/gpu_calibrate.py --merge --backend aten --out /tmp/calib-aten >"$out/p1-calib-aten.txt" 2>&1
@@ -255,6 +259,7 @@ p1)  # next session, call 1 (carry .gpu/a), about 330 s: the calibration to 2000
   tail -q -n 3 /tmp/calib-[0-9].txt /tmp/calib-aten-*.txt >"$out/p1-shards.txt" 2>&1
   cat "$out/env.txt"; rm -f "$out/env.txt"
   for f in "$out/p1-calib-triton.txt" "$out/p1-calib-aten.txt"; do grep "^TOTAL\|^TIME" "$f"; grep "^OVER" "$f" | cut -c1-160 | head -8; done
+  cut -c1-400 "$out/p1-mm1x7x13.txt" | tail -12
   ;;
 p2)  # next session, call 2 (carry .gpu/b .gpu/cutlass_api_src): the README main job, exactly as README runs it, with
      # every GPU extra (issues 10, 11: exit status, summary, wall time)
@@ -262,9 +267,9 @@ p2)  # next session, call 2 (carry .gpu/b .gpu/cutlass_api_src): the README main
   source .gpu/b/install.sh || exit 3
   export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
   start=$(date +%s)
-  timeout -k 10 "${MAIN_S:-550}" python3 -m pytest "${plugins[@]}" examples >/tmp/p2.txt 2>&1
-  echo "rc=$? wall=$(( $(date +%s) - start )) s" >>/tmp/p2.txt
-  grep -v DEBUG /tmp/p2.txt >"$out/p2-main-job.txt"
+  # Straight into $OUT: a run the device's 600 s limit kills still brings its log back.
+  timeout -k 10 "${MAIN_S:-520}" python3 -m pytest "${plugins[@]}" examples >"$out/p2-main-job.txt" 2>&1
+  echo "rc=$? wall=$(( $(date +%s) - start )) s" >>"$out/p2-main-job.txt"
   cat "$out/env.txt"; rm -f "$out/env.txt"
   sed -n '/gemmguard results/,$p' "$out/p2-main-job.txt" | head -30; tail -1 "$out/p2-main-job.txt"
   ;;
@@ -273,7 +278,7 @@ p3)  # call 3, at once after p2 (the CuteDSL set still installed): the GPU job o
   export PATH=/tmp/site/bin:$PATH
   python3 -c "import cutlass, quack" || { echo "p3: the CuteDSL set is gone (run p2 first, then p3 at once)"; exit 3; }
   [ -d .git ] && mv .git /tmp/stale-git
-  OUT=/tmp/gpu-job-out timeout -k 10 "${JOB_S:-540}" bash scripts/gpu_job_local.sh >"$out/p3-gpu-job.txt" 2>&1
+  OUT=/tmp/gpu-job-out timeout -k 10 "${JOB_S:-420}" bash scripts/gpu_job_local.sh >"$out/p3-gpu-job.txt" 2>&1
   echo "rc=$?" >>"$out/p3-gpu-job.txt"
   cp /tmp/gpu-job-out/step-summary.md "$out/p3-step-summary.md" 2>/dev/null
   cat "$out/env.txt"; rm -f "$out/env.txt"
@@ -286,12 +291,12 @@ p4)  # call 4, at once after p3: cutedsl[kernels] with its new defaults through 
   python3 -c "import cutlass, quack" || { echo "p4: the CuteDSL set is gone"; exit 3; }
   timeout -k 5 150 python3 -m pytest "${plugins[@]}" -s scripts/gpu_bench_kernels.py \
     --gemm-backends='aten,cutedsl[kernels]' >"$out/p4-bench.txt" 2>&1; echo "bench rc=$?" >>"$out/p4-bench.txt"
-  (timeout -k 5 300 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -rs -k "cutedsl" \
+  (timeout -k 5 200 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -rs -k "cutedsl" \
     >/tmp/p4-kernels.txt 2>&1; echo "rc=$?" >>/tmp/p4-kernels.txt) &
-  GEMMGUARD_ORDERS_CACHE=/tmp/gg-orders-cache timeout -k 5 300 python3 -m pytest "${plugins[@]}" \
+  GEMMGUARD_ORDERS_CACHE=/tmp/gg-orders-cache timeout -k 5 200 python3 -m pytest "${plugins[@]}" \
     tests/test_backend_orders.py -v -rs -n 8 >/tmp/p4-orders.txt 2>&1; echo "rc=$?" >>/tmp/p4-orders.txt
   wait
-  grep -v DEBUG /tmp/p4-kernels.txt | grep -E "^E |PASSED|FAILED|passed|failed|rc=" | cut -c1-300 | head -60 >"$out/p4-kernels.txt"
+  grep -v DEBUG /tmp/p4-kernels.txt | grep -E "^E |PASSED|FAILED|passed|failed|rc=" | cut -c1-300 | tail -60 >"$out/p4-kernels.txt"
   grep -E "PASSED|FAILED|SKIPPED|ERROR|rc=" /tmp/p4-orders.txt | cut -c1-200 >"$out/p4-orders.txt"
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep "^KERNELS\|rc=" "$out/p4-bench.txt"; summary kernels /tmp/p4-kernels.txt; tail -6 "$out/p4-orders.txt"

@@ -28,13 +28,14 @@ KERNELS = {
 # the default space; the CuteDSL one takes fp16/bf16 operands whose rows are 16-byte aligned for TMA (about
 # 1 in 300 cases of the default space, whose sizes are mostly small and odd), so its tests draw from that
 # part, with float32 beside it so that what it refuses is seen to be named, never passed. M stays ragged:
-# the planted ragged-tile bug must have rows to break.
+# the planted ragged-tile bug must have rows to break; a batched decode shape takes the split-K path.
 SPACES = {
     "triton[kernels]": {"any": "", "fused": 'ops=["addmm", "linear", "bmm", "baddbmm"], '},
     "cutedsl[kernels]": {
-        "any": 'ops=["mm", "addmm", "linear"], dtypes=["bfloat16", "float16", "float32"], layouts=["contiguous", '
-               '"transposed_a", "transposed_b", "transposed_ab"], shapes=[(8, 64, 64), (1, 64, 128), (40, 128, 64), '
-               '(130, 256, 128), (96, 64, 64), (200, 128, 256), (16, 4096, 4096)], ',
+        "any": 'ops=["mm", "addmm", "linear", "bmm"], dtypes=["bfloat16", "float16", "float32"], layouts=['
+               '"contiguous", "transposed_a", "transposed_b", "transposed_ab"], shapes=[(8, 64, 64), (1, 64, 128), '
+               '(40, 128, 64), (130, 256, 128), (96, 64, 64), (200, 128, 256), (16, 4096, 4096), '
+               '(2, 8, 64, 1024), (3, 40, 128, 64)], ',
         "fused": 'ops=["addmm", "linear"], dtypes=["bfloat16", "float16"], layouts=["contiguous", "transposed_b"], '
                  'shapes=[(8, 64, 64), (40, 128, 64), (130, 256, 128), (256, 512, 256)], ',
     },
