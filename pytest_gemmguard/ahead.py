@@ -57,6 +57,19 @@ FATAL_CUDA = (
 )
 
 
+def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = None) -> dict:
+    """The environment of a compile-ahead worker: the session's (its cache directories, which
+    Compiler.activate set), this interpreter's sys.path, and a share of the cores for Inductor's own
+    compile pool. Inductor sizes that pool to the machine (up to 32 processes, each importing torch); with
+    every worker and the test process keeping one each, 8 processes on 16 cores would start 128 compile
+    subprocesses. A TORCHINDUCTOR_COMPILE_THREADS the user set is kept."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, cores // (workers + 1))))
+    return env
+
+
 def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None) -> int:
     """Workers for `--gemm-compile-workers=auto` (GPU backends): half the cores, less one for the test
     process, shared among pytest-xdist workers; at most 8 (more processes autotune on one GPU at once than
@@ -263,8 +276,7 @@ class AheadPool:
             return proc
         if self._closing:
             return None
-        env = dict(os.environ)  # the session's cache directories (Compiler.activate set them)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env = worker_env(self.workers)
         log = subprocess.DEVNULL
         if self._log_dir:
             log = open(os.path.join(self._log_dir, f"ahead-worker-{slot}.log"), "a")

@@ -238,6 +238,8 @@ p1)  # next session, call 1 (carry .gpu/a), about 280 s: the calibration to 2000
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
   mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
   export PYTHONPATH=$PWD:/tmp/site_a
+  # 14 shards on 16 cores: each Inductor's compile pool of its own would start 16 more processes.
+  export TORCHINDUCTOR_COMPILE_THREADS=1
   for i in 0 1 2 3 4 5 6 7 8 9; do
     (timeout -k 5 270 python3 scripts/gpu_calibrate.py --backend triton --dynamic --cases 2000 --seeds 10 \
       --seed-base 3000 --per-structure 20 --compiled 100000 --shard "$i/10" --deadline 240 --out /tmp/calib \

@@ -110,6 +110,18 @@ def test_auto_workers_leave_the_cores_to_the_test_process_on_small_machines(core
     assert ahead.auto_workers(cores, xdist) == expected
 
 
+@pytest.mark.parametrize(("cores", "workers", "expected"), [(16, 7, "2"), (2, 1, "1"), (64, 8, "7"), (4, 8, "1")])
+def test_workers_share_the_cores_for_inductors_compile_pool(cores, workers, expected):
+    """Each worker's Inductor would size its compile pool to the whole machine (8 processes on 16 cores:
+    128 compile subprocesses); a worker gets its share, and a setting of the user's is kept."""
+    env = ahead.worker_env(workers, cores, base={})
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == expected
+    assert (
+        ahead.worker_env(workers, cores, base={"TORCHINDUCTOR_COMPILE_THREADS": "9"})["TORCHINDUCTOR_COMPILE_THREADS"]
+        == "9"
+    )
+
+
 def test_no_worker_compiles_while_a_benchmark_times():
     """session.quiet() (held by gemm_benchmark while it autotunes and times) keeps queued jobs queued."""
     import time
