@@ -61,7 +61,7 @@ def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = N
     """The environment of a compile-ahead worker: the session's (its cache directories, which
     Compiler.activate set), this interpreter's sys.path, and a share of the cores for Inductor's own
     compile pool. Inductor sizes that pool to the machine (up to 32 processes, each importing torch); with
-    every worker and the test process keeping one each, 8 processes on 16 cores would start 128 compile
+    every worker and the test process keeping one each, 8 processes on 16 cores could start up to 128 compile
     subprocesses. A TORCHINDUCTOR_COMPILE_THREADS the user set is kept."""
     env = dict(os.environ if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)

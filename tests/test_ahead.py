@@ -112,7 +112,7 @@ def test_auto_workers_leave_the_cores_to_the_test_process_on_small_machines(core
 
 @pytest.mark.parametrize(("cores", "workers", "expected"), [(16, 7, "2"), (2, 1, "1"), (64, 8, "7"), (4, 8, "1")])
 def test_workers_share_the_cores_for_inductors_compile_pool(cores, workers, expected):
-    """Each worker's Inductor would size its compile pool to the whole machine (8 processes on 16 cores:
+    """Each worker's Inductor would size its compile pool to the whole machine (8 processes on 16 cores: up to
     128 compile subprocesses); a worker gets its share, and a setting of the user's is kept."""
     env = ahead.worker_env(workers, cores, base={})
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == expected
