@@ -22,8 +22,9 @@ Workers compile the case's own op (`gemm.check()` with no function): the test's 
 known before the test body runs, and a lambda cannot travel to another process. A function computing the
 same GEMM then still finds the autotuning results and the Triton kernels in the caches.
 
-Autotuning in several processes at once shares the GPU, so the winning config can differ from a serial
-run (the verdict does not: every case is still checked). Benchmarks never use the pool.
+Autotuning in several processes shares the GPU, so the winning config can differ from a serial run (the
+verdict cannot: every case is still checked); benchmarks never use the pool. Each worker gets a share of
+the cores for Inductor's own compile pool (`worker_env`).
 
 The worker side is `python -m pytest_gemmguard.ahead`: one JSON job per line on stdin, one JSON result per
 line on a private copy of stdout (the real stdout goes to stderr, so a compiler's prints cannot corrupt
@@ -58,13 +59,9 @@ FATAL_CUDA = (
 
 
 def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = None) -> dict:
-    """The environment of a compile-ahead worker: the session's (its cache directories, which
-    Compiler.activate set), this interpreter's sys.path, and a share of the cores for Inductor's own
-    compile pool. Inductor sizes that pool to the machine (up to 32 processes, each importing torch); with
-    every worker and the test process keeping one each, 8 processes on 16 cores could start up to 128 compile
-    subprocesses. A TORCHINDUCTOR_COMPILE_THREADS the user set is kept."""
-    env = dict(os.environ if base is None else base)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    """The session's environment (its cache directories), this sys.path, and a core share for Inductor's
+    compile pool, sized to the machine otherwise (8 processes on 16 cores: up to 128 subprocesses)."""
+    env = {**(os.environ if base is None else base), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, cores // (workers + 1))))
     return env
@@ -383,8 +380,7 @@ def worker_main() -> int:
             if torch.cuda.is_initialized():
                 # CUDA reports a kernel's fault asynchronously: wait for it here, so it is this case's.
                 torch.cuda.synchronize()
-            # The candidates this compile's autotuning judged: the test process's compile is a cache hit
-            # and autotunes nothing, so it takes these (check.py).
+            # What this compile's autotuning judged: the test process's cache-hit compile takes these.
             judged = [c.to_json() for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
         except Unsupported as exc:
             status, detail = "unsupported", exc.reason
