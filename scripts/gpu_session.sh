@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpu_session.sh PHASE: this session's H200 proofs in two back-to-back calls (the CuteDSL wheels travel in two
-# halves, ../shared/tools/gpu-wheels; the machine stays warm only 30 s between calls).
+# gpu_session.sh PHASE: each session's H200 proofs, one phase per device call, run back to back (the CuteDSL
+# wheels travel in two halves, ../shared/tools/gpu-wheels; the machine stays warm only 30 s between calls).
 #
 #   a  (carry .gpu/a)                        stage the first half; the interleaved timing check (issue 13, alone
 #                                            on the machine); then, side by side, the every-candidate GPU test
