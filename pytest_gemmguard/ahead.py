@@ -18,17 +18,15 @@ What a worker learns is used in three ways:
 - The autotune candidates its compile judged (candidates.py): the test process's compile is a cache hit and
   autotunes nothing, so a wrong losing candidate is known only from the worker, and fails the case there.
 
-Workers compile the case's own op (`gemm.check()` with no function): the test's own function is not
-known before the test body runs, and a lambda cannot travel to another process. A function computing the
-same GEMM then still finds the autotuning results and the Triton kernels in the caches.
+Workers compile the case's own op (`gemm.check()` with no function; a test's own function, a lambda, cannot
+travel): a function computing the same GEMM still finds the autotuning results and Triton kernels cached.
 
 Autotuning in several processes shares the GPU, so the winning config can differ from a serial run (the
 verdict cannot: every case is still checked); benchmarks never use the pool. Each worker gets a share of
 the cores for Inductor's own compile pool (`worker_env`).
 
 The worker side is `python -m pytest_gemmguard.ahead`: one JSON job per line on stdin, one JSON result per
-line on a private copy of stdout (the real stdout goes to stderr, so a compiler's prints cannot corrupt
-the protocol).
+line on a private copy of stdout (the real stdout goes to stderr: a compiler's prints cannot corrupt it).
 """
 
 from __future__ import annotations
@@ -327,7 +325,7 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
     compiler = job.get("compiler") or Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
     compiler.activate()
     judged = case.dtype if job.get("all_choices") else None
-    with math_precision(case.dtype), candidates.judging(judged):
+    with math_precision(case.dtype), candidates.judging(judged, repr(case)):
         _, record = run_checked(compiler.compile(backend, target, flat, OPS[case.op].weight_positions), flat)
     return record
 
@@ -363,6 +361,8 @@ def worker_main() -> int:
     os.dup2(2, 1)  # whatever Inductor, Triton or nvcc print goes to the log, never into the protocol
     import torch  # the slow part: only then is the worker ready
 
+    from . import candidates
+    from .cases import GemmCase
     from .compile import Compiler
     from .errors import CompileTimeout, Unsupported
 
@@ -381,7 +381,7 @@ def worker_main() -> int:
                 # CUDA reports a kernel's fault asynchronously: wait for it here, so it is this case's.
                 torch.cuda.synchronize()
             # What this compile's autotuning judged: the test process's cache-hit compile takes these.
-            judged = [c.to_json() for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
+            judged = [c.to_json() for c in candidates.judged_for(record, repr(GemmCase(**job["case"])))]
         except Unsupported as exc:
             status, detail = "unsupported", exc.reason
         except CompileTimeout as exc:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,12 @@ class CandidateResult:
         return cls(**{**data, "verdict": verdict})
 
 
+def identity(name: str, description: str) -> tuple[str, str]:
+    """What names one candidate across compiles: Inductor numbers template choices per process
+    (triton_mm_110 now, triton_mm_3 in the next compile), so the number is left out."""
+    return re.sub(r"_\d+$", "", name), description
+
+
 def tally(results: Sequence[CandidateResult]) -> tuple[int, int, int]:
     """(checked, wrong, not checked)."""
     checked = sum(r.checked for r in results)
@@ -118,19 +125,32 @@ _published = threading.local()
 
 
 @contextlib.contextmanager
-def judging(dtype: str | None) -> Iterator[None]:
+def judging(dtype: str | None, owner: str = "") -> Iterator[None]:
     """Ask compile.py's Dynamo backend to judge the candidates of every graph it compiles in the block, with
-    the tolerance model of a case of `dtype` (None: don't). It keeps each graph's results with the graph."""
-    previous = getattr(_published, "dtype", None)
-    _published.dtype = dtype
+    the tolerance model of a case of `dtype` (None: don't). It keeps each graph's results with the graph,
+    marked as `owner`'s (the case's repr): they were judged on that case's inputs."""
+    previous = getattr(_published, "dtype", None), getattr(_published, "owner", "")
+    _published.dtype, _published.owner = dtype, owner
     try:
         yield
     finally:
-        _published.dtype = previous
+        _published.dtype, _published.owner = previous
 
 
 def judging_dtype() -> str | None:
     return getattr(_published, "dtype", None)
+
+
+def judging_owner() -> str:
+    return getattr(_published, "owner", "")
+
+
+def judged_for(record: Any, owner: str) -> list[CandidateResult]:
+    """The candidates of the graphs that ran in `record` (compile.CallRecord), judged while they compiled for
+    `owner`. A graph another case compiled (a dynamic-shape compile serves many) carries that case's
+    judgement, made on that case's inputs: it is that case's failure, reported there, not this one's."""
+    graphs = {id(g): g for g in record.graphs if g.judged_for == owner}.values()
+    return [c for g in graphs for c in g.candidates]
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import ahead, backends, candidates, differential, oracle, repro
+from . import ahead, backends, candidates, confirm, differential, oracle, repro
 from ._compat import hypothesis as hypothesis_compat
 from .cases import case_function
 from .compile import run_checked
@@ -98,7 +98,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
     # Every autotune candidate of a graph compiled now is judged too, not only the winner (candidates.py).
-    with candidates.judging(case.dtype if session.options.all_choices else None):
+    with candidates.judging(case.dtype if session.options.all_choices else None, repr(case)):
         try:
             out, record = run_checked(compiled, flat)
         except Unsupported as exc:
@@ -109,7 +109,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
                 raise Unsupported(exc.backend, told) from None
             raise
     session.tally.add(gemm.backend, "compile_s", record.compile_s)
-    seen = [c for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
+    seen = candidates.judged_for(record, repr(case))
     from_worker = not seen and bool(learnt and learnt.get("candidates"))
     if from_worker:  # this compile was a cache hit of a worker's: its autotuning judged them there
         seen = [candidates.CandidateResult.from_json(d) for d in learnt["candidates"]]
@@ -133,11 +133,17 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
             )
         raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype), others))
     if wrong:
-        # The winner was right: the failure is the losing candidate's, reported as a wrong result (known
-        # failures and shrinking apply). No repro script: the compiled code never runs the candidate.
-        session.tally.add(gemm.backend, "failed")
-        bad = [r for r in seen if r.wrong]
-        raise CandidateMismatch(candidate_report(gemm, bad, seen, record, backend.name))
+        # The winner was right. A losing candidate fails the case only when a compile that picks it is wrong
+        # too (confirm.py); then it is a wrong result (known failures and shrinking apply). No repro script:
+        # the compiled code never runs the candidate.
+        weights = OPS[case.op].weight_positions
+        reference = (expected, tol, expected_dtype)
+        found = confirm.run(session, gemm, backend, target, flat, weights, reference, [r for r in seen if r.wrong])
+        if any(c.confirmed for c in found):
+            session.tally.add(gemm.backend, "failed")
+            raise CandidateMismatch(candidate_report(gemm, found, seen, record, backend.name))
+        if record.compiled or from_worker:
+            session.tally.add(gemm.backend, "candidates_unconfirmed", len(found))
     session.tally.add(gemm.backend, "verified")
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         session.tally.add(gemm.backend, "fused")

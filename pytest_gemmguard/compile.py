@@ -81,7 +81,7 @@ class _InductorThrough:
         code = _graph_code(codes)
         launches = parse_launches(code)
         owners = attribute(launches, self.claimers, prefer=self.backend.name)
-        prov = GraphProvenance(count_gemm_nodes(gm), launches, owners, code, tuple(seen))
+        prov = GraphProvenance(count_gemm_nodes(gm), launches, owners, code, tuple(seen), candidates.judging_owner())
         record = _recorder.current
         if record is not None:
             record.compiled += 1
@@ -243,6 +243,25 @@ class Compiler:
         if backend.name not in self._dynamo_backends:
             self._dynamo_backends[backend.name] = _InductorThrough(backend, self._claimers())
         compiled = torch.compile(fn, backend=self._dynamo_backends[backend.name], dynamic=self.dynamic)
+        return CompiledGemm(backend, self.dynamic, compiled, tuple(range(n)), self)
+
+    def compile_fresh(
+        self, backend: Backend, fn: Callable, inputs: Sequence[Any], weight_positions: Sequence[int] = ()
+    ) -> CompiledGemm:
+        """`compile`, never served by an earlier compile: a Dynamo backend of its own (Dynamo shares no compiled
+        code across backends). Call it inside `inductor.patched_config({"fx_graph_cache": False})` so that no
+        cache below Dynamo answers either: the graph is really lowered again (confirm.py)."""
+        self.activate()
+        self.use(backend)
+        n = len(inputs)
+        dyn_backend = _InductorThrough(backend, self._claimers())
+        if backend.freezes_weights and weight_positions:
+            frozen = {i: inputs[i] for i in weight_positions}
+            module = frozen_module(fn, n, frozen)
+            runtime = tuple(i for i in range(n) if i not in frozen)
+            compiled = torch.compile(module, backend=dyn_backend, dynamic=self.dynamic)
+            return CompiledGemm(backend, self.dynamic, compiled, runtime, self)
+        compiled = torch.compile(fn, backend=dyn_backend, dynamic=self.dynamic)
         return CompiledGemm(backend, self.dynamic, compiled, tuple(range(n)), self)
 
     def _run(

@@ -94,18 +94,22 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             reasons[exc.reason] += 1
             hypothesis.event(f"unsupported: {exc.reason}")
             verdict = "unsupported"
-        except GemmMismatch:
+        except GemmMismatch as exc:
             verdict = known(gemm, "wrong-result")
             if verdict is None:
                 took = time.perf_counter() - started
-                session.progress(f"[{backend}] {step}/{budget} {case.describe()}: FAILED (wrong result, {took:.1f} s)")
+                # The report's first line at once: a run cut short (a CI time limit) still says what failed.
+                what = str(exc).splitlines()[0].removeprefix("gemmguard: ")[:240] if str(exc) else ""
+                head = f"[{backend}] {step}/{budget} {case.describe()}"
+                session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
                 raise
             outcome["ran"] += 1
         except STOPS as exc:
             verdict = known(gemm, "raises") if isinstance(exc, BackendCrashed) else None
             if verdict is None:
                 stopped.append((exc, case))
-                verdict = type(exc).__name__
+                first = str(exc).splitlines()[0].removeprefix("gemmguard: ")[:200] if str(exc) else ""
+                verdict = f"FAILED ({type(exc).__name__}: {first})"  # shown at once, like a wrong result
             else:
                 outcome["ran"] += 1
         except BaseException as exc:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .candidates import CandidateResult
     from .compile import CallRecord
+    from .confirm import Confirmation
     from .differential import Other
     from .gemm import Gemm
     from .oracle import Verdict
@@ -61,19 +62,24 @@ def failure_report(
 
 
 def candidate_report(
-    gemm: Gemm, wrong: list[CandidateResult], all_seen: list[CandidateResult], record: CallRecord, route: str = ""
+    gemm: Gemm, found: list[Confirmation], all_seen: list[CandidateResult], record: CallRecord, route: str = ""
 ) -> str:
-    """A wrong autotune candidate that lost: the winner was right, so the report is about the candidate."""
+    """A wrong autotune candidate that lost: the winner was right, and a compile that picks the candidate was
+    wrong on the case's inputs (confirm.py), so the report is about the candidate."""
     case = gemm.case
     via = f" (route {route})" if route and route != gemm.backend else ""
     checked = sum(r.checked for r in all_seen)
+    confirmed = [c for c in found if c.confirmed]
     lines = [
-        f"gemmguard: {gemm.backend}{via}: {len(wrong)} of {checked} autotune candidates checked produced a wrong "
-        "result; the winner that ran was right (--gemm-all-choices)",
+        f"gemmguard: {gemm.backend}{via}: {len(found)} of {checked} autotune candidates checked produced a wrong "
+        f"result, {len(confirmed)} confirmed by a compile that picks it; the winner that ran was right "
+        "(--gemm-all-choices)",
         f"  case:      {case.describe()}",
         f"             {case!r}",
     ]
-    lines += [f"  wrong:     {r.line()}" for r in wrong]
+    for c in found:
+        lines.append(f"  wrong:     {c.candidate.line()}")
+        lines.append(f"             {'confirmed' if c.confirmed else 'not confirmed'}: {c.line()}")
     kernels = [f"{k} ({b})" for g in record.graphs for k, b in g.owners]
     lines.append(f"  winner:    {', '.join(kernels) or 'none recorded'}: within tolerance on the case's inputs")
     lines.append(

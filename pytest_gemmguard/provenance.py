@@ -56,6 +56,7 @@ class GraphProvenance:
     # Its autotune candidates, judged while it compiled (candidates.CandidateResult): kept with the graph, so
     # a call that reuses the compile reports them again and a re-run of a failing example fails the same way.
     candidates: tuple = ()
+    judged_for: str = ""  # the case (repr) on whose inputs they were judged
 
     def gemm_kernels(self, backend: str) -> list[str]:
         return [k for k, b in self.owners if b == backend]

@@ -7,7 +7,7 @@ from collections import Counter
 from . import backends
 from .tally import Tally
 
-CANDIDATE_COUNTS = ("candidates", "candidates_wrong", "candidates_unchecked")  # check.py's tally keys
+CANDIDATE_COUNTS = ("candidates", "candidates_wrong", "candidates_unchecked", "candidates_unconfirmed")  # check.py's
 
 
 def capability_matrix(selected: list[str]) -> list[str]:
@@ -63,11 +63,16 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     )
     if all_choices:
         for name in selected:
-            checked, wrong, unchecked = (int(summary.counts[(name, w)]) for w in CANDIDATE_COUNTS)
+            checked, wrong, unchecked, unconfirmed = (int(summary.counts[(name, w)]) for w in CANDIDATE_COUNTS)
             lines.append(
                 f"{name}: autotune candidates checked: {checked}, wrong: {wrong}, not checked: {unchecked} "
                 "(--gemm-all-choices; a candidate is checked where its shape is first autotuned)"
             )
+            if unconfirmed:
+                lines.append(
+                    f"{name}: {unconfirmed} wrong-looking candidates were right (or not offered) when compiled alone "
+                    "on the case's inputs: Inductor's benchmark inputs, not a wrong result (not failures)"
+                )
     else:
         lines.append("autotune candidates: only the winners were checked (--gemm-all-choices=off)")
     for name in selected:

@@ -39,6 +39,7 @@ class GemmSession:
         self.known_strict = known_strict
         self.pool: Any = None  # ahead.AheadPool, started by the first test that uses it
         self.plans: dict = {}  # (test id, backend) -> explore.Plan, made once per session
+        self.confirmations: dict = {}  # (case, backend, candidate) -> what confirm.py's compile returned
 
     def pool_for(self, backend: str) -> Any:
         """The compile-ahead pool for `backend`'s correctness checks, or None where it does not apply: a

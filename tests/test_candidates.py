@@ -21,6 +21,7 @@ import torch
 from torch._inductor import select_algorithm
 
 SKEW = {skew}  # the planted kernel's relative error (0: a right GEMM)
+BENCH_SKEW = {bench_skew}  # an error in autotuning's benchmark only: what a benchmark harness's own inputs can do
 NAME = "gemmguard_test_slow_mm_{tag}"
 SEEN = []  # the inputs the planted kernel was benchmarked on
 
@@ -41,7 +42,12 @@ def plant(choices):
         measured = caller.benchmark
         # It reports itself a second slower than it ran, so it loses autotuning whatever the load (a sleep in the
         # kernel did not: on a loaded 2-core machine ATen's tiny mm once timed at 16 ms and lost to it).
-        caller.benchmark = lambda *args, out: measured(*args, out=out) + 1000.0
+        def benchmark(*args, out):
+            took = measured(*args, out=out)
+            out.mul_(1 + BENCH_SKEW)
+            return took + 1000.0
+
+        caller.benchmark = benchmark
         return [*choices, caller]
     return choices
 
@@ -67,22 +73,31 @@ RUN = ("--gemm-backends=aten", "--gemm-seed=1", "-p", "no:cacheprovider")
 
 
 def test_a_wrong_candidate_that_loses_autotuning_fails_the_case_by_name(pytester):
-    pytester.makeconftest(PLANT.format(skew=0.01, tag="wrong"))
+    pytester.makeconftest(PLANT.format(skew=0.01, bench_skew=0, tag="wrong"))
     pytester.makepyfile(MM_TEST)
     result = pytester.runpytest_inprocess(*RUN)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert "aten: 1 of 2 autotune candidates checked produced a wrong result; the winner that ran was right" in out
-    wrong = next(line for line in out.splitlines() if "wrong:     " in line)
+    assert (
+        "aten: 1 of 2 autotune candidates checked produced a wrong result, 1 confirmed by a compile that picks it; "
+        "the winner that ran was right"
+    ) in out
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "wrong:     " in line)
+    wrong, confirmed = lines[at], lines[at + 1]
     assert "extern_kernels.gemmguard_test_slow_mm_wrong" in wrong and "WRONG" in wrong, wrong
     assert "x tolerance" in wrong and "(case inputs)" in wrong, wrong
+    # The planted kernel is wrong when it really runs too: a compile that picks it says so, with its error.
+    assert (
+        "confirmed: extern_kernels.gemmguard_test_slow_mm_wrong compiled alone: wrong on the case's inputs" in confirmed
+    )
     assert "winner:    mm (aten): within tolerance" in out
     assert "aten: autotune candidates checked: 2, wrong: 1, not checked: 0" in out
 
 
 def test_with_all_choices_off_the_same_run_passes(pytester):
     """The wrong plant lost autotuning: only the candidate check could see it."""
-    pytester.makeconftest(PLANT.format(skew=0.01, tag="wrong"))
+    pytester.makeconftest(PLANT.format(skew=0.01, bench_skew=0, tag="wrong"))
     pytester.makepyfile(MM_TEST)
     result = pytester.runpytest_inprocess(*RUN, "--gemm-all-choices=off")
     result.assert_outcomes(passed=1)
@@ -90,7 +105,7 @@ def test_with_all_choices_off_the_same_run_passes(pytester):
 
 
 def test_a_right_extra_candidate_passes_and_is_counted(pytester):
-    pytester.makeconftest(PLANT.format(skew=0.0, tag="right"))
+    pytester.makeconftest(PLANT.format(skew=0.0, bench_skew=0, tag="right"))
     pytester.makepyfile(MM_TEST)
     result = pytester.runpytest_inprocess(*RUN)
     result.assert_outcomes(passed=1)
@@ -105,7 +120,7 @@ def planted(tmp_path, monkeypatch):
     # A name of its own per use: Inductor keeps every extern choice it ever made, by name, for the process.
     tag = f"api_{tmp_path.name}"
     path = tmp_path / "plant_wrong.py"
-    path.write_text(PLANT.format(skew=0.01, tag=tag))
+    path.write_text(PLANT.format(skew=0.01, bench_skew=0, tag=tag))
     spec = importlib.util.spec_from_file_location("plant_wrong", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -165,7 +180,10 @@ def test_a_result_that_could_not_be_checked_says_why_and_round_trips():
 
 def test_a_call_that_reuses_the_compile_fails_on_its_wrong_candidate_again(planted, tmp_path):
     """Hypothesis re-runs a failing example, and the re-run hits Dynamo's cache (nothing is autotuned): the
-    candidates judged when the graph compiled stay with it, so the re-run fails the same way, not flakily."""
+    candidates judged when the graph compiled stay with it, so the re-run fails the same way, not flakily.
+    Another case that reuses the compile (other values, same shape) is not failed by them: they were judged
+    on the first case's inputs, and that case reported them (on the H200 a dynamic-shape compile served 30
+    cases, and each was failed with the first one's candidate until this held)."""
     from pytest_gemmguard.cases import GemmCase
     from pytest_gemmguard.compile import Compiler
     from pytest_gemmguard.errors import CandidateMismatch
@@ -175,10 +193,53 @@ def test_a_call_that_reuses_the_compile_fails_on_its_wrong_candidate_again(plant
     compiler = Compiler(cache_dir=str(tmp_path / "cache"))
     session = GemmSession(compiler, Options(repro_dir=str(tmp_path / "repro")))
     try:
-        for seed in (1, 2):  # other values, same shape: the second call reuses the first compile
+        for _ in range(2):  # the example, then its re-run
             with pytest.raises(CandidateMismatch, match=planted.NAME):
-                Gemm(GemmCase("mm", 8, 16, 32, seed=seed), "aten", session).check()
+                Gemm(GemmCase("mm", 8, 16, 32, seed=1), "aten", session).check()
+        other = Gemm(GemmCase("mm", 8, 16, 32, seed=2), "aten", session).check()
     finally:
         compiler.deactivate()
-    assert compiler.stats["compiles"] == 1 and compiler.stats["reused_calls"] == 1
+    assert other.verdict.ok
+    # One compile for the three calls (the confirming compile is counted apart: it has a backend of its own).
+    assert compiler.stats["reused_calls"] == 2
     assert session.tally.counts[("aten", "candidates")] == 2  # counted once, where they were judged
+    assert len(session.confirmations) == 1  # the re-run read the first confirmation
+
+
+def test_a_candidate_wrong_only_in_autotunings_benchmark_does_not_fail_the_case(pytester):
+    """Inductor's benchmark can hand a kernel tensors the real call never does (seen on the H200: every Triton
+    template of a small bf16 linear looked wrong there, the compiled code was right). The plant's output is
+    wrong in the benchmark only; the compile that picks it runs the right GEMM, so the case passes and the
+    summary counts the candidate as unconfirmed."""
+    pytester.makeconftest(PLANT.format(skew=0.0, bench_skew=0.01, tag="bench"))
+    pytester.makepyfile(MM_TEST)
+    result = pytester.runpytest_inprocess(*RUN, "-v")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "compiling extern_kernels.gemmguard_test_slow_mm_bench alone to confirm it" in out
+    assert "aten: autotune candidates checked: 2, wrong: 1, not checked: 0" in out
+    assert "aten: 1 wrong-looking candidates were right (or not offered) when compiled alone" in out
+
+
+def test_without_the_confirming_compile_that_benchmark_only_error_would_fail_the_case(pytester):
+    """The plant above is seen by the candidate check: with the confirmation taken out (it now says every
+    candidate is wrong), the same run fails on it."""
+    conftest = (
+        PLANT.format(skew=0.0, bench_skew=0.01, tag="noconfirm")
+        + """
+from pytest_gemmguard import confirm
+
+_real_confirm, _plant_unconfigure = confirm._confirm, pytest_unconfigure
+confirm._confirm = lambda *args, **kwargs: ("wrong", 99.0, "")
+
+
+def pytest_unconfigure(config):  # pytester runs share this process: put the real confirmation back
+    confirm._confirm = _real_confirm
+    _plant_unconfigure(config)
+"""
+    )
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(MM_TEST)
+    result = pytester.runpytest_inprocess(*RUN)
+    result.assert_outcomes(failed=1)
+    assert "extern_kernels.gemmguard_test_slow_mm_noconfirm" in result.stdout.str()

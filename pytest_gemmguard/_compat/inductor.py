@@ -201,6 +201,31 @@ def watched_choices(on_choices: Callable[[str, dict[str, Any], list[Any]], None]
             fns.remove(see)
 
 
+@contextlib.contextmanager
+def only_choices(keep: Callable[[Any], bool]) -> Iterator[list[int]]:
+    """Inside the block, every autotune selection offering a choice that `keep` accepts is cut down to those
+    choices; left with one, Inductor takes it without benchmarking. So a compile picks a given candidate
+    (confirm.py). Yields a list that gets one entry per selection cut."""
+    from torch._inductor.select_algorithm import get_algorithm_selector_cache
+
+    cut: list[int] = []
+
+    def narrow(choices: list[Any]) -> list[Any]:
+        kept = [c for c in choices if keep(c)]
+        if not kept:
+            return choices
+        cut.append(len(kept))
+        return kept
+
+    fns = get_algorithm_selector_cache().preprocessing_fns
+    fns.append(narrow)
+    try:
+        yield cut
+    finally:
+        if narrow in fns:
+            fns.remove(narrow)
+
+
 def graph_input_views(choice: Any) -> list[tuple[int, tuple, tuple, int] | None]:
     """For each input of `choice` (at lowering time): (position among the graph's inputs, size, stride,
     storage offset) where it reads a graph input directly or through a view; None where it reads anything

@@ -66,3 +66,28 @@ def test_the_summary_counts_the_triton_candidates_checked(pytester, plugin_args)
     found = re.search(r"triton: autotune candidates checked: (\d+), wrong: (\d+)", result.stdout.str())
     assert found, result.stdout.str()
     assert int(found.group(1)) > 1 and int(found.group(2)) == 0, found.group(0)
+
+
+def test_a_candidate_wrong_only_on_autotunings_own_inputs_does_not_fail_a_small_bf16_linear(tmp_path, gpu_log):
+    """H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01 (docs/gpu-runs/2026-12-01-late/1-p1-calib-triton.txt):
+    every Triton template candidate of this case looked wrong on Inductor's random example tensors (132 of 133
+    elements) while the winner was right, and the case failed. Each is now compiled alone on the case's inputs
+    first (confirm.py): the case fails only if one is wrong there too. Nothing autotuned fails this test."""
+    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard.session import GemmSession, Options
+
+    _triton()
+    case = GemmCase("linear", 7, 19, 19, dtype="bfloat16", seed=3003)
+    compiler = Compiler(cache_dir=str(tmp_path / "cache"))
+    session = GemmSession(compiler, Options(repro_dir=str(tmp_path / "repro")))
+    try:
+        result = Gemm(case, "triton", session).check()
+    finally:
+        compiler.deactivate()
+    counts = {what: int(session.tally.counts[("triton", what)]) for what in ("candidates", "candidates_wrong",
+              "candidates_unconfirmed")}  # fmt: skip
+    gpu_log.write(test="linear-confirm", case=repr(case), **counts, confirmations=len(session.confirmations))
+    assert result.verdict.ok
+    assert counts["candidates"] >= 2, counts  # autotuning ran and its candidates were judged
+    # Each candidate that looked wrong was right when compiled alone (or none looked wrong).
+    assert counts["candidates_wrong"] == counts["candidates_unconfirmed"], counts
