@@ -43,7 +43,10 @@ def one(backend: str, case_text: str) -> dict:
     finally:
         compiler.deactivate()
     kernels = [spec.describe_kernel(k) for g in record.graphs for k in g.launches if spec.claims(k)]
-    return {"verdict": verdict, "ratio": round(ratio, 4), "kernels": kernels, "candidates": listed}
+    # Candidates that looked wrong in autotuning but were right compiled alone (confirm.py): not failures.
+    unconfirmed = int(session.tally.counts[(backend, "candidates_unconfirmed")])
+    return {"verdict": verdict, "ratio": round(ratio, 4), "unconfirmed": unconfirmed, "kernels": kernels,
+            "candidates": listed}  # fmt: skip
 
 
 def _candidates(backend: str, case) -> list[str]:

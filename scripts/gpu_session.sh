@@ -15,10 +15,10 @@
 #                                            (issue 10: dynamic compiles, 6 shards) and the crash-containment test
 #   ka, kb, kc                               (this session's calls, as run: BENCHMARKS.md, own kernels)
 #   n1, n2, n3, n4                           (2026-12-01 night, as run: docs/gpu-validation.md)
-#   p1 (.gpu/a), p2 (.gpu/b), p3, p4         prepared for the next session, back to back (caps 270 + 530 +
-#                                            430 + 350 s, about 27 minutes with the machine's start):
-#                                            the calibration to 2000+ cases per backend; the README main job;
-#                                            the workflow's GPU job; cutedsl[kernels] benchmark, tests, every order
+#   p1 (.gpu/a), p2 (.gpu/b), p3, p4         (2026-12-01 late, as run: docs/gpu-validation.md)
+#   q1 (.gpu/a), q2 (.gpu/b)                 prepared for the next session, back to back (caps 300 + 560 s):
+#                                            the confirmed-candidate cases and the static triton calibration to
+#                                            2000; then the README main job with -v (issues 10, 11)
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -303,5 +303,40 @@ p4)  # call 4, at once after p3: cutedsl[kernels] with its new defaults through 
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep "^KERNELS\|rc=" "$out/p4-bench.txt"; summary kernels /tmp/p4-kernels.txt; tail -6 "$out/p4-orders.txt"
   ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4 or p1-p4" >&2; exit 2 ;;
+q1)  # next session, call 1 (carry .gpu/a): what confirm.py decides on the H200 (issue 10): the small bf16 linear
+     # whose candidates looked wrong, the two TMA M = 1 cases of triton-tma-template-m1, the tf32 linear whose
+     # static compile was wrong in the calibration's process; beside them 10 shards of static triton compiles
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  export PYTHONPATH=$PWD:/tmp/site_a TORCHINDUCTOR_COMPILE_THREADS=1
+  for i in 0 1 2 3 4 5 6 7 8 9; do
+    (timeout -k 5 280 python3 scripts/gpu_calibrate.py --backend triton --cases 2000 --seeds 10 --seed-base 5000 \
+      --compiled 100000 --shard "$i/10" --deadline 250 --out /tmp/calib >"/tmp/calib-$i.txt" 2>&1) &
+  done
+  GEMMGUARD_GPU_LOG=$out/q1-gpu-tests.jsonl timeout -k 5 200 python3 -m pytest "${plugins[@]}" -rs \
+    tests/gpu/test_gpu_candidates.py >"$out/q1-candidates-test.txt" 2>&1
+  for c in "GemmCase(op='addmm', m=1, n=215, k=16, dtype='float32', layout='transposed_b', seed=1000)" \
+           "GemmCase(op='addmm', m=1, n=3, k=4096, dtype='float16', layout='transposed_b', seed=1000)" \
+           "GemmCase(op='linear', m=186, n=186, k=186, dtype='tf32', layout='transposed_b', epilogue='bias+residual+silu', seed=7000)"; do
+    timeout -k 5 120 python3 scripts/gpu_case.py triton "$c" | cut -c1-600 >>"$out/q1-cases.txt" 2>&1
+  done
+  wait
+  python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/q1-calib-triton.txt" 2>&1
+  cat /tmp/calib/calibration-*.jsonl >"$out/q1-calibration-triton.jsonl" 2>/dev/null
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep "^TOTAL\|^TIME" "$out/q1-calib-triton.txt"; grep "^OVER" "$out/q1-calib-triton.txt" | cut -c1-160 | head -6
+  summary candidates-test "$out/q1-candidates-test.txt"; cut -c1-200 "$out/q1-cases.txt"
+  ;;
+q2)  # call 2, at once after q1 (carry .gpu/b .gpu/cutlass_api_src): the README main job with every extra, -v
+     # so each example's line and each failure's first line are in the log even when the cap cuts it
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  start=$(date +%s)
+  timeout -k 10 "${MAIN_S:-560}" python3 -m pytest "${plugins[@]}" examples -v >"$out/q2-main-job.txt" 2>&1
+  echo "rc=$? wall=$(( $(date +%s) - start )) s" >>"$out/q2-main-job.txt"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "FAILED|PASSED|SKIPPED|XFAIL" "$out/q2-main-job.txt" | cut -c1-220 | tail -30; tail -1 "$out/q2-main-job.txt"
+  ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4 or q1-q2" >&2; exit 2 ;;
 esac
