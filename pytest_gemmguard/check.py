@@ -84,7 +84,7 @@ def _user_eager(fn: Callable[..., Any], flat: tuple) -> Any:
 def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend) -> CheckResult:
     started = time.perf_counter()
     case, inputs = gemm.case, gemm.inputs
-    expected, tol = oracle.case_reference(case, inputs)
+    expected, tol = case_expected, case_tol = oracle.case_reference(case, inputs)
     if fn is None:
         target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
         expected_dtype = DTYPES[case.out_dtype]
@@ -137,13 +137,18 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         # too (confirm.py); then it is a wrong result (known failures and shrinking apply). No repro script:
         # the compiled code never runs the candidate.
         weights = OPS[case.op].weight_positions
-        reference = (expected, tol, expected_dtype)
-        found = confirm.run(session, gemm, backend, target, flat, weights, reference, [r for r in seen if r.wrong])
+        judged_in = (target, flat, (expected, tol, expected_dtype))
+        if from_worker and fn is not None:  # the worker judged them in the case's own op: confirm them there
+            judged_in = (case_function(case.op, case.epilogue, case.dtype), inputs.flat,
+                         (case_expected, case_tol, DTYPES[case.out_dtype]))  # fmt: skip
+        found = confirm.run(session, gemm, backend, *judged_in[:2], weights, judged_in[2], [r for r in seen if r.wrong])
         if any(c.confirmed for c in found):
             session.tally.add(gemm.backend, "failed")
             raise CandidateMismatch(candidate_report(gemm, found, seen, record, backend.name))
         if record.compiled or from_worker:
-            session.tally.add(gemm.backend, "candidates_unconfirmed", len(found))
+            right = sum(c.outcome == confirm.RIGHT for c in found)
+            session.tally.add(gemm.backend, "candidates_unconfirmed", right)
+            session.tally.add(gemm.backend, "candidates_unsettled", len(found) - right)
     session.tally.add(gemm.backend, "verified")
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         session.tally.add(gemm.backend, "fused")

@@ -11,8 +11,14 @@ So each wrong-looking candidate (the first `LIMIT`, by identity) is compiled onc
 function through the same backend, with every selection that offers the candidate cut down to it (Inductor
 then takes it without benchmarking) and no compile cache below Dynamo, run on the case's inputs and judged
 by the case's own oracle, epilogue included. Only a candidate that is wrong there fails the case
-("confirmed"). One that is right there, or that the new compile did not offer, or whose compile raised,
-is reported in the summary as unconfirmed, never as a pass of the candidate or a failure of the case.
+("confirmed"). One that is right there is counted in the summary as right when compiled alone; one the
+new compile did not offer (or not alone), whose compile raised, or beyond the LIMIT is counted apart, with
+its reason, as not settled: never a failure of the case, never hidden. A CUDA fault while confirming fails
+the case with its reason (the process's CUDA context may be gone).
+
+Each confirmation keeps its compile for the session (Dynamo holds every backend it was given, and the CPP
+backend's frozen module its weights): a few per case at most, and only for cases with a wrong-looking
+candidate.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import candidates, oracle
 from ._compat import inductor
+from .errors import BackendCrashed
 
 if TYPE_CHECKING:
     import torch
@@ -34,6 +41,8 @@ if TYPE_CHECKING:
 
 LIMIT = 3  # candidates confirmed per case; one compile each, without autotuning
 LIMIT_S = 120.0  # seconds each confirming compile and run may take (the run's compile timeout, if shorter)
+# The outcomes that do not fail the case, each counted in the summary under its own words (report.py).
+RIGHT, UNSETTLED = "right", ("not offered", "not isolated", "error", "not tried")
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class Confirmation:
     """What the compile that picked one wrong-looking candidate returned on the case's inputs."""
 
     candidate: CandidateResult
-    outcome: str  # "wrong" (confirmed), "right", "not offered", "error", "not tried" (over LIMIT)
+    outcome: str  # "wrong" (confirmed), "right", or one of UNSETTLED
     ratio: float | None = None  # max |error| / tolerance of that compile's output
     detail: str = ""
 
@@ -66,30 +75,41 @@ def run(
     reference: tuple[torch.Tensor, torch.Tensor, torch.dtype],
     wrong: Sequence[CandidateResult],
 ) -> list[Confirmation]:
-    """One Confirmation per wrong-looking candidate, in order; remembered per case for the session, so a
-    re-run of the example (Hypothesis replays a failure) costs nothing and reads the same."""
+    """One Confirmation per wrong-looking candidate. The LIMIT tried are the likeliest to be real (judged on
+    the case's own values first, then the largest error), the same ones on every call of the case; each is
+    remembered for the session per test, function, case and backend, so a re-run of the example (Hypothesis
+    replays a failure) compiles nothing and reads the same."""
     memo = session.confirmations
+    ranked = sorted(wrong, key=lambda r: (r.inputs != "case", -(r.verdict.max_ratio if r.verdict else 0.0)))
+    tried = {id(r) for r in ranked[:LIMIT]}
+    where = (repr(gemm.case), backend.name, gemm.test_id, getattr(target, "__code__", target), session.compiler.dynamic)
     done: list[Confirmation] = []
-    tried = 0
     for result in wrong:
-        key = (repr(gemm.case), gemm.backend, candidates.identity(result.name, result.description))
+        if id(result) not in tried:
+            done.append(Confirmation(result, "not tried", detail=f"gemmguard confirms {LIMIT} per case"))
+            continue
+        key = (*where, candidates.identity(result.name, result.description))
         if key not in memo:
-            if tried >= LIMIT:
-                done.append(Confirmation(result, "not tried", detail=f"gemmguard confirms {LIMIT} per case"))
-                continue
-            tried += 1
             session.progress(f"[{gemm.backend}] {gemm.case.describe()}: compiling {result.name} alone to confirm it")
-            memo[key] = _confirm(session, backend, target, flat, weights, reference, key[2])
+            memo[key] = _confirm(session, backend, target, flat, weights, reference, result)
+            session.progress(f"[{gemm.backend}] {gemm.case.describe()}: {Confirmation(result, *memo[key]).line()}")
         done.append(Confirmation(result, *memo[key]))
     return done
 
 
-def _confirm(session, backend, target, flat, weights, reference, identity) -> tuple[str, float | None, str]:
-    expected, tol, expected_dtype = reference
+def _confirm(session, backend, target, flat, weights, reference, result) -> tuple[str, float | None, str]:
+    import torch
 
-    def keep(choice: Any) -> bool:
-        facts = inductor.choice_facts(choice)
-        return candidates.identity(facts.name, facts.description) == identity
+    expected, tol, expected_dtype = reference
+    identity = candidates.identity(result.name, result.description)
+    op = result.op.split(" ", 1)[0]  # the selection it was judged in: "addmm (19,) x ..." -> addmm
+
+    def keep(selection_op: str, choice: Any) -> bool:
+        try:
+            facts = inductor.choice_facts(choice)
+        except Exception:  # inside Inductor's lowering: a choice gemmguard cannot read is simply not it
+            return False
+        return selection_op == op and candidates.identity(facts.name, facts.description) == identity
 
     timeout = session.compiler.timeout_s
     try:
@@ -98,9 +118,16 @@ def _confirm(session, backend, target, flat, weights, reference, identity) -> tu
             compiled.timeout_s = LIMIT_S if timeout <= 0 else min(timeout, LIMIT_S)
             oracle.poison_allocator(expected.new_empty(expected.shape, dtype=expected_dtype))
             out, _ = compiled(*flat)  # not run_checked: an extern candidate is not the backend's own kernel
+            if isinstance(out, torch.Tensor) and out.is_cuda:
+                torch.cuda.synchronize()  # a fault of the candidate's kernel is reported here, as this case's
+            verdict = oracle.judge(out, expected, tol, expected_dtype) if cut else None
     except Exception as exc:
+        if "cuda error" in str(exc).lower():
+            # The CUDA context may be gone: the case fails with the reason, never "unconfirmed".
+            raise BackendCrashed(backend.name, exc) from exc
         return "error", None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-    if not cut:
-        return "not offered", None, "the new compile's selections did not offer it"
-    verdict = oracle.judge(out, expected, tol, expected_dtype)
+    if verdict is None:
+        return "not offered", None, f"no {op} selection of the new compile offered it"
+    if any(n != 1 for n in cut):
+        return "not isolated", None, f"{max(cut)} choices of one selection matched it"
     return ("right" if verdict.ok else "wrong"), verdict.max_ratio, ""

@@ -7,7 +7,9 @@ from collections import Counter
 from . import backends
 from .tally import Tally
 
-CANDIDATE_COUNTS = ("candidates", "candidates_wrong", "candidates_unchecked", "candidates_unconfirmed")  # check.py's
+# check.py's tally keys
+CANDIDATE_COUNTS = ("candidates", "candidates_wrong", "candidates_unchecked", "candidates_unconfirmed",
+                    "candidates_unsettled")  # fmt: skip
 
 
 def capability_matrix(selected: list[str]) -> list[str]:
@@ -63,15 +65,20 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     )
     if all_choices:
         for name in selected:
-            checked, wrong, unchecked, unconfirmed = (int(summary.counts[(name, w)]) for w in CANDIDATE_COUNTS)
+            checked, wrong, unchecked, right, unsettled = (int(summary.counts[(name, w)]) for w in CANDIDATE_COUNTS)
             lines.append(
                 f"{name}: autotune candidates checked: {checked}, wrong: {wrong}, not checked: {unchecked} "
                 "(--gemm-all-choices; a candidate is checked where its shape is first autotuned)"
             )
-            if unconfirmed:
+            if right:
                 lines.append(
-                    f"{name}: {unconfirmed} wrong-looking candidates were right (or not offered) when compiled alone "
-                    "on the case's inputs: Inductor's benchmark inputs, not a wrong result (not failures)"
+                    f"{name}: {right} of the wrong-looking candidates were right when compiled alone on the case's "
+                    "inputs: autotuning's benchmark inputs, not a wrong result (not failures)"
+                )
+            if unsettled:
+                lines.append(
+                    f"{name}: {unsettled} wrong-looking candidates could not be confirmed (not offered again, not "
+                    "alone, their compile raised, or over 3 per case): not failures; -v shows each"
                 )
     else:
         lines.append("autotune candidates: only the winners were checked (--gemm-all-choices=off)")

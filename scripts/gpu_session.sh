@@ -16,9 +16,10 @@
 #   ka, kb, kc                               (this session's calls, as run: BENCHMARKS.md, own kernels)
 #   n1, n2, n3, n4                           (2026-12-01 night, as run: docs/gpu-validation.md)
 #   p1 (.gpu/a), p2 (.gpu/b), p3, p4         (2026-12-01 late, as run: docs/gpu-validation.md)
-#   q1 (.gpu/a), q2 (.gpu/b)                 prepared for the next session, back to back (caps 300 + 560 s):
-#                                            the confirmed-candidate cases and the static triton calibration to
-#                                            2000; then the README main job with -v (issues 10, 11)
+#   q1 (.gpu/a), q2 (.gpu/b), q3             prepared for the next session, back to back (caps 300 + 560 +
+#                                            540 s): the confirmed-candidate cases and the static triton
+#                                            calibration to 2000; the README main job with -v (issues 10, 11);
+#                                            the workflow's GPU job to its end, narrowed to fit one call (12)
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -338,5 +339,22 @@ q2)  # call 2, at once after q1 (carry .gpu/b .gpu/cutlass_api_src): the README 
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "FAILED|PASSED|SKIPPED|XFAIL" "$out/q2-main-job.txt" | cut -c1-220 | tail -30; tail -1 "$out/q2-main-job.txt"
   ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4 or q1-q2" >&2; exit 2 ;;
+q3)  # call 3, at once after q2: the GPU job of .github/workflows/ci.yml to its end (issue 12), A/A. The device's
+     # 600 s per call cannot hold the workflow's whole selection (p3 was cut at 420 s inside tests/gpu), so the
+     # same commands run narrowed by gpu_job_local.sh's own variables: the example suite and the backend logic
+     # tests, and the large-GEMM benchmark only. Without /tmp/site_a on the path cutlass is not installed, so
+     # the job's "cutlass when installed" leaves it out (its nvcc builds alone take minutes).
+  export PYTHONPATH=$PWD:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+  export PATH=/tmp/site/bin:$PATH
+  python3 -c "import cutlass, quack" || { echo "q3: the CuteDSL set is gone (run q2 first, then q3 at once)"; exit 3; }
+  [ -d .git ] && mv .git /tmp/stale-git
+  GEMMGUARD_GPU_TESTS="examples tests/gpu/test_backend_logic.py" \
+  GEMMGUARD_GPU_BENCH_ARGS="--gemm-cold-compile=off --gemm-bench-time=0.5 -k test_large" \
+    OUT=/tmp/gpu-job-out timeout -k 10 "${JOB_S:-520}" bash scripts/gpu_job_local.sh >"$out/q3-gpu-job.txt" 2>&1
+  echo "rc=$?" >>"$out/q3-gpu-job.txt"
+  cp /tmp/gpu-job-out/step-summary.md "$out/q3-step-summary.md" 2>/dev/null
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "^== gpu_job_local|verdict|exit status|rc=" "$out/q3-gpu-job.txt" | tail -14; head -40 "$out/q3-step-summary.md"
+  ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4 or q1-q3" >&2; exit 2 ;;
 esac

@@ -202,16 +202,18 @@ def watched_choices(on_choices: Callable[[str, dict[str, Any], list[Any]], None]
 
 
 @contextlib.contextmanager
-def only_choices(keep: Callable[[Any], bool]) -> Iterator[list[int]]:
-    """Inside the block, every autotune selection offering a choice that `keep` accepts is cut down to those
-    choices; left with one, Inductor takes it without benchmarking. So a compile picks a given candidate
-    (confirm.py). Yields a list that gets one entry per selection cut."""
+def only_choices(keep: Callable[[str, Any], bool]) -> Iterator[list[int]]:
+    """Inside the block, every autotune selection offering a choice that `keep(op, choice)` accepts is cut down
+    to those choices; left with one, Inductor takes it without benchmarking. So a compile picks a given
+    candidate (confirm.py). Yields a list that gets, per selection cut, how many choices it kept."""
     from torch._inductor.select_algorithm import get_algorithm_selector_cache
+    from torch._inductor.virtualized import V
 
     cut: list[int] = []
 
     def narrow(choices: list[Any]) -> list[Any]:
-        kept = [c for c in choices if keep(c)]
+        op, _ = lowered_op(V.graph.current_node)
+        kept = [c for c in choices if keep(op, c)]
         if not kept:
             return choices
         cut.append(len(kept))

@@ -86,8 +86,9 @@ def test_a_candidate_wrong_only_on_autotunings_own_inputs_does_not_fail_a_small_
         compiler.deactivate()
     counts = {what: int(session.tally.counts[("triton", what)]) for what in ("candidates", "candidates_wrong",
               "candidates_unconfirmed")}  # fmt: skip
-    gpu_log.write(test="linear-confirm", case=repr(case), **counts, confirmations=len(session.confirmations))
+    outcomes = [outcome for outcome, _ratio, _detail in session.confirmations.values()]
+    gpu_log.write(test="linear-confirm", case=repr(case), **counts, outcomes=outcomes)
     assert result.verdict.ok
     assert counts["candidates"] >= 2, counts  # autotuning ran and its candidates were judged
-    # Each candidate that looked wrong was right when compiled alone (or none looked wrong).
-    assert counts["candidates_wrong"] == counts["candidates_unconfirmed"], counts
+    # Each candidate that looked wrong really ran alone and was right (none looking wrong passes too: logged).
+    assert all(outcome == "right" for outcome in outcomes), outcomes
