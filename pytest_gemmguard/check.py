@@ -137,11 +137,11 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         # too (confirm.py); then it is a wrong result (known failures and shrinking apply). No repro script:
         # the compiled code never runs the candidate.
         weights = OPS[case.op].weight_positions
-        judged_in = (target, flat, (expected, tol, expected_dtype))
+        where, args, reference = target, flat, (expected, tol, expected_dtype)
         if from_worker and fn is not None:  # the worker judged them in the case's own op: confirm them there
-            judged_in = (case_function(case.op, case.epilogue, case.dtype), inputs.flat,
-                         (case_expected, case_tol, DTYPES[case.out_dtype]))  # fmt: skip
-        found = confirm.run(session, gemm, backend, *judged_in[:2], weights, judged_in[2], [r for r in seen if r.wrong])
+            where, args = case_function(case.op, case.epilogue, case.dtype), inputs.flat
+            reference = (case_expected, case_tol, DTYPES[case.out_dtype])
+        found = confirm.run(session, gemm, backend, where, args, weights, reference, [r for r in seen if r.wrong])
         if any(c.confirmed for c in found):
             session.tally.add(gemm.backend, "failed")
             raise CandidateMismatch(candidate_report(gemm, found, seen, record, backend.name))

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import candidates, oracle
+from . import candidates, differential
 from ._compat import inductor
 from .errors import BackendCrashed
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from .session import GemmSession
 
 LIMIT = 3  # candidates confirmed per case; one compile each, without autotuning
-LIMIT_S = 120.0  # seconds each confirming compile and run may take (the run's compile timeout, if shorter)
 # The outcomes that do not fail the case, each counted in the summary under its own words (report.py).
 RIGHT, UNSETTLED = "right", ("not offered", "not isolated", "error", "not tried")
 
@@ -100,7 +99,6 @@ def run(
 def _confirm(session, backend, target, flat, weights, reference, result) -> tuple[str, float | None, str]:
     import torch
 
-    expected, tol, expected_dtype = reference
     identity = candidates.identity(result.name, result.description)
     op = result.op.split(" ", 1)[0]  # the selection it was judged in: "addmm (19,) x ..." -> addmm
 
@@ -111,22 +109,23 @@ def _confirm(session, backend, target, flat, weights, reference, result) -> tupl
             return False
         return selection_op == op and candidates.identity(facts.name, facts.description) == identity
 
-    timeout = session.compiler.timeout_s
+    def run_synced(compiled: Any, args: Sequence[Any]) -> tuple[Any, Any]:
+        # Not run_checked: an extern candidate is not the backend's own kernel.
+        out, record = compiled(*args)
+        if isinstance(out, torch.Tensor) and out.is_cuda:
+            torch.cuda.synchronize()  # a fault of the candidate's kernel is reported here, as this case's
+        return out, record
+
     try:
         with inductor.patched_config({"fx_graph_cache": False}), inductor.only_choices(keep) as cut:
             compiled = session.compiler.compile_fresh(backend, target, flat, weights)
-            compiled.timeout_s = LIMIT_S if timeout <= 0 else min(timeout, LIMIT_S)
-            oracle.poison_allocator(expected.new_empty(expected.shape, dtype=expected_dtype))
-            out, _ = compiled(*flat)  # not run_checked: an extern candidate is not the backend's own kernel
-            if isinstance(out, torch.Tensor) and out.is_cuda:
-                torch.cuda.synchronize()  # a fault of the candidate's kernel is reported here, as this case's
-            verdict = oracle.judge(out, expected, tol, expected_dtype) if cut else None
+            verdict = differential.side_run(session, compiled, flat, reference, run=run_synced)
     except Exception as exc:
         if "cuda error" in str(exc).lower():
             # The CUDA context may be gone: the case fails with the reason, never "unconfirmed".
             raise BackendCrashed(backend.name, exc) from exc
         return "error", None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-    if verdict is None:
+    if not cut:
         return "not offered", None, f"no {op} selection of the new compile offered it"
     if any(n != 1 for n in cut):
         return "not isolated", None, f"{max(cut)} choices of one selection matched it"

@@ -21,6 +21,7 @@ from .errors import Unsupported
 if TYPE_CHECKING:
     import torch
 
+    from .compile import CompiledGemm
     from .gemm import Gemm
     from .session import GemmSession
 
@@ -67,18 +68,12 @@ def run(
 ) -> list[Other]:
     """Compile and run `target` on `flat` through each candidate; judge against the same `reference`
     (expected, tolerance, output dtype). `ran` is the backend (route) whose result was wrong."""
-    expected, tol, expected_dtype = reference
-    timeout = session.compiler.timeout_s
-    limit = LIMIT_S if timeout <= 0 else min(timeout, LIMIT_S)
     results = []
     for name in candidates(session, gemm, ran):
         backend = backends.get(name)
         try:
             compiled = session.compiler.compile(backend, target, flat, weights)
-            compiled.timeout_s = limit
-            oracle.poison_allocator(expected.new_empty(expected.shape, dtype=expected_dtype))
-            out, _ = run_checked(compiled, flat)
-            verdict = oracle.judge(out, expected, tol, expected_dtype)
+            verdict = side_run(session, compiled, flat, reference)
             results.append(Other(name, "ok" if verdict.ok else "wrong", verdict.max_ratio))
         except Unsupported as exc:
             results.append(Other(name, "unsupported", detail=exc.reason))
@@ -86,6 +81,24 @@ def run(
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             results.append(Other(name, "error", detail=f"{type(exc).__name__}: {first}"[:200]))
     return results
+
+
+def side_run(
+    session: GemmSession,
+    compiled: CompiledGemm,
+    flat: Sequence[Any],
+    reference: tuple[torch.Tensor, torch.Tensor, torch.dtype],
+    run: Callable[[CompiledGemm, Sequence[Any]], tuple[Any, Any]] = run_checked,
+) -> oracle.Verdict:
+    """One run of a compile made only to learn something about a failure (this differential, confirm.py), under
+    the short LIMIT_S (the run's compile timeout, if shorter), judged against `reference` (expected, tolerance,
+    output dtype) on a poisoned allocator like the check itself."""
+    expected, tol, expected_dtype = reference
+    timeout = session.compiler.timeout_s
+    compiled.timeout_s = LIMIT_S if timeout <= 0 else min(timeout, LIMIT_S)
+    oracle.poison_allocator(expected.new_empty(expected.shape, dtype=expected_dtype))
+    out, _ = run(compiled, flat)
+    return oracle.judge(out, expected, tol, expected_dtype)
 
 
 def classify(others: Sequence[Other]) -> str:

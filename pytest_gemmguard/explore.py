@@ -99,7 +99,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             if verdict is None:
                 took = time.perf_counter() - started
                 # The report's first line at once: a run cut short (a CI time limit) still says what failed.
-                what = str(exc).splitlines()[0].removeprefix("gemmguard: ")[:240] if str(exc) else ""
+                what = _headline(exc, 240)
                 head = f"[{backend}] {step}/{budget} {case.describe()}"
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
                 raise
@@ -108,8 +108,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             verdict = known(gemm, "raises") if isinstance(exc, BackendCrashed) else None
             if verdict is None:
                 stopped.append((exc, case))
-                first = str(exc).splitlines()[0].removeprefix("gemmguard: ")[:200] if str(exc) else ""
-                verdict = f"FAILED ({type(exc).__name__}: {first})"  # shown at once, like a wrong result
+                verdict = f"FAILED ({type(exc).__name__}: {_headline(exc, 200)})"  # shown at once, like a wrong result
             else:
                 outcome["ran"] += 1
         except BaseException as exc:
@@ -258,3 +257,9 @@ def _known_outcome(session: GemmSession, tracker, backend: str) -> None:
         warnings.warn(tracker.xpass_reason(), KnownFailureXPass, stacklevel=2)
     if tracker.xfailed():
         pytest.xfail(tracker.xfail_reason())
+
+
+def _headline(exc: BaseException, width: int) -> str:
+    """A report's first line for a progress line, without gemmguard's own prefix."""
+    text = str(exc)
+    return text.splitlines()[0].removeprefix("gemmguard: ")[:width] if text else ""

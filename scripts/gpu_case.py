@@ -57,7 +57,7 @@ def _candidates(backend: str, case) -> list[str]:
 
     import torch._dynamo
 
-    from pytest_gemmguard import ahead
+    from pytest_gemmguard import ahead, candidates
     from pytest_gemmguard.errors import GemmguardError
 
     try:
@@ -67,7 +67,7 @@ def _candidates(backend: str, case) -> list[str]:
         return [f"(no candidates: {exc})"]
     finally:
         torch._dynamo.reset()
-    return [c.line() for g in {id(g): g for g in record.graphs}.values() for c in g.candidates]
+    return [c.line() for c in candidates.judged_for(record, repr(case))]
 
 
 def main() -> None:
