@@ -472,6 +472,38 @@ def test_the_shipped_nvgemm_entry_is_the_one_observed_case(shipped):
         assert kn.match(shipped, *args) is None, args
 
 
+H200_211 = {"torch": "2.11.0+cu130", "nvidia-cutlass": "4.2.0.0"}
+
+
+def test_the_shipped_gpu_entries_cover_the_observed_cases_and_no_more(shipped):
+    # The H200 findings of 2026-12-02 (docs/findings.md): each entry explains what was seen, and a neighbour
+    # that was not seen stays a failure, so a new bug there cannot hide behind a known one.
+    fault = case(op="linear", m=64, n=48, k=96, dtype="bfloat16", layout="offset", epilogue="residual+cast")
+    entry = kn.match(shipped, "cutlass", fault, H200_211, "raises")
+    assert entry is not None and entry.id == "torch-cutlass-offset-residual-misaligned"
+    tma = [case(op="addmm", m=1, n=16, k=16, layout="contiguous"),
+           case(op="addmm", m=1, n=215, k=16, layout="transposed_b"),
+           case(op="addmm", m=1, n=3, k=4096, dtype="float16", layout="transposed_b")]  # fmt: skip
+    for seen in tma:
+        entry = kn.match(shipped, "triton", seen, H200_211, "wrong-result")
+        assert entry is not None and entry.id == "triton-tma-template-m1", seen
+    misses = [
+        ("cutlass", fault, H200_211, "wrong-result"),  # it faulted; a wrong value is another bug
+        ("cutlass", replace(fault, epilogue="none"), H200_211, "raises"),
+        ("cutlass", replace(fault, dtype="float16"), H200_211, "raises"),
+        ("cutlass", replace(fault, layout="contiguous"), H200_211, "raises"),
+        ("cutlass", fault, {**H200_211, "nvidia-cutlass": "4.3.0"}, "raises"),
+        ("triton", fault, H200_211, "raises"),
+        ("triton", replace(tma[0], m=2), H200_211, "wrong-result"),
+        ("triton", replace(tma[0], n=1), H200_211, "wrong-result"),
+        ("triton", replace(tma[0], layout="transposed_a"), H200_211, "wrong-result"),
+        ("triton", replace(tma[0], dtype="bfloat16"), H200_211, "wrong-result"),
+        ("triton", replace(tma[0], op="mm"), H200_211, "wrong-result"),
+    ]
+    for args in misses:
+        assert kn.match(shipped, *args) is None, args
+
+
 def test_at_1x1x1_the_dense_layouts_are_the_same_tensors():
     # Why the NVGEMM entry may list four layouts for one observed case: their inputs are identical.
     from pytest_gemmguard.cases import build_inputs
