@@ -99,6 +99,10 @@ def test_aa_passes_and_planted_2x_slowdown_fails(bench_dir, monkeypatch):
     slow.assert_outcomes(passed=1, failed=1)
     text = slow.stdout.str()
     assert "runtime regression +" in text and "threshold +20%" in text and "smallest detectable" in text
+    # ... and says so at once on a progress line, before pytest's reports (a run cut by a time limit has none)
+    live = [line for line in slow.stdout.lines if "gemmguard benchmark test_bench.py::test_mm[aten]: FAILED (" in line]
+    assert len(live) == 1 and "GemmBudgetError: " in live[0] and "broken:   runtime regression +" in live[0], text
+    assert slow.stdout.lines.index(live[0]) < next(i for i, x in enumerate(slow.stdout.lines) if "FAILURES" in x)
     assert "baseline" in text and "over budget not saved" in text
     assert json.loads(open(base).read())["entries"] == saved["entries"]  # the regression was not saved
 
