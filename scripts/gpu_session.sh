@@ -16,10 +16,12 @@
 #   ka, kb, kc                               (this session's calls, as run: BENCHMARKS.md, own kernels)
 #   n1, n2, n3, n4                           (2026-12-01 night, as run: docs/gpu-validation.md)
 #   p1 (.gpu/a), p2 (.gpu/b), p3, p4         (2026-12-01 late, as run: docs/gpu-validation.md)
-#   q1 (.gpu/a), q2 (.gpu/b), q3             prepared for the next session, back to back (caps 300 + 560 +
-#                                            540 s): the confirmed-candidate cases and the static triton
-#                                            calibration to 2000; the README main job with -v (issues 10, 11);
-#                                            the workflow's GPU job to its end, narrowed to fit one call (12)
+#   q1 (.gpu/a), q2 (.gpu/b), q3             (2026-12-02, as run: docs/gpu-validation.md)
+#   r1 (.gpu/a), r2 (.gpu/b .gpu/cutlass_api_src), r3, r4
+#                                            prepared for the next session, each at once after the last (about
+#                                            230 + 580 + 560 + 300 s): static triton calibration; the README main
+#                                            job to its end across two calls (issues 10, 11); then the
+#                                            workflow's GPU job to its end across two calls (issue 12)
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -35,6 +37,22 @@ plugins=(-p pytest_gemmguard.plugin -p pytest_gemmguard.bench.plugin -p no:cache
 
 summary() {  # summary NAME FILE: one line, pytest's own last summary or the file's last line
   printf '%-22s %s\n' "$1" "$(grep -E '(passed|failed|skipped|error|no tests ran).* in ' "$2" | tail -1 || tail -1 "$2")"
+}
+
+# A run longer than one device call: started in a process session of its own (it outlives the call while the
+# machine is held, that is while the next call follows within the machine's 30 s), its log and exit status
+# under /tmp; bg_wait NAME S waits at most S seconds for its end and copies the log so far into $out.
+bg_start() {  # bg_start NAME COMMAND...
+  local name=$1; shift
+  rm -f "/tmp/bg-$name.done"
+  setsid bash -c 'start=$(date +%s); "$@" >"/tmp/bg-$0.log" 2>&1; echo "rc=$? wall=$(( $(date +%s) - start )) s" \
+    >>"/tmp/bg-$0.log"; touch "/tmp/bg-$0.done"' "$name" "$@" </dev/null >/dev/null 2>&1 &
+}
+bg_wait() {  # bg_wait NAME SECONDS
+  local name=$1 left=$2
+  while [ ! -f "/tmp/bg-$1.done" ] && [ "$left" -gt 0 ]; do sleep 5; left=$((left - 5)); done
+  grep -v DEBUG "/tmp/bg-$name.log" >"$out/$name.txt" 2>/dev/null
+  [ -f "/tmp/bg-$name.done" ] || echo "(still running after this call's wait)" >>"$out/$name.txt"
 }
 
 case $phase in
@@ -356,5 +374,56 @@ q3)  # call 3, at once after q2: the GPU job of .github/workflows/ci.yml to its 
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "^== gpu_job_local|verdict|exit status|rc=" "$out/q3-gpu-job.txt" | tail -14; head -40 "$out/q3-step-summary.md"
   ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4 or q1-q3" >&2; exit 2 ;;
+r1)  # next session, call 1 (carry .gpu/a), about 230 s: stage the first half; 10 shards of static triton
+     # compiles on new seeds (issue 10: the default path's calibration past 2000 triton cases)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  export PYTHONPATH=$PWD:/tmp/site_a TORCHINDUCTOR_COMPILE_THREADS=1
+  for i in 0 1 2 3 4 5 6 7 8 9; do
+    (timeout -k 5 220 python3 scripts/gpu_calibrate.py --backend triton --cases 2000 --seeds 10 --seed-base 7000 \
+      --compiled 100000 --shard "$i/10" --deadline 190 --out /tmp/calib >"/tmp/calib-$i.txt" 2>&1) &
+  done
+  wait
+  python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/r1-calib-triton.txt" 2>&1
+  cat /tmp/calib/calibration-*.jsonl >"$out/r1-calibration-triton.jsonl" 2>/dev/null
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep "^TOTAL\|^TIME" "$out/r1-calib-triton.txt"; grep "^OVER" "$out/r1-calib-triton.txt" | cut -c1-200 | head -6
+  ;;
+r2)  # call 2, at once after r1 (carry .gpu/b .gpu/cutlass_api_src): the README main job with every extra, as
+     # README runs it plus -v, started in a process session of its own so that it outlives this call (a
+     # device call lasts 10 minutes; the main job took longer on the H200 so far); r3 waits for its end
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v
+  bg_wait main-job "${WAIT_S:-560}"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-200 | tail -30
+  ;;
+r3)  # call 3, at once after r2: the main job's end; then the workflow's GPU job (issue 12), narrowed as in q3,
+     # started the same way; r4 waits for its end
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+  export PATH=/tmp/site/bin:$PATH
+  [ -f /tmp/bg-main-job.log ] || { echo "r3: no main job here (the machine went back: r2 first, then r3 at once)"; exit 3; }
+  bg_wait main-job "${WAIT_S:-400}"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-200 | tail -30
+  sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
+  if [ -f /tmp/bg-main-job.done ]; then
+    [ -d .git ] && mv .git /tmp/stale-git
+    export GEMMGUARD_GPU_TESTS="examples tests/gpu/test_backend_logic.py" \
+      GEMMGUARD_GPU_BENCH_ARGS="--gemm-cold-compile=off --gemm-bench-time=0.5 -k test_large"
+    OUT=/tmp/gpu-job-out bg_start gpu-job timeout -k 10 "${JOB_S:-1100}" bash scripts/gpu_job_local.sh
+    bg_wait gpu-job "${JOB_WAIT_S:-150}"
+  fi
+  rm -f "$out/env.txt"
+  ;;
+r4)  # call 4, at once after r3: the GPU job's end
+  [ -f /tmp/bg-gpu-job.log ] || { echo "r4: no GPU job here (r3 first, then r4 at once)"; exit 3; }
+  bg_wait gpu-job "${JOB_WAIT_S:-560}"
+  cp /tmp/gpu-job-out/step-summary.md "$out/gpu-job-step-summary.md" 2>/dev/null
+  rm -f "$out/env.txt"
+  grep -E "^== gpu_job_local|verdict|exit status|rc=|FAILED \(" "$out/gpu-job.txt" | cut -c1-240 | tail -20
+  head -40 "$out/gpu-job-step-summary.md"
+  ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3 or r1-r4" >&2; exit 2 ;;
 esac
