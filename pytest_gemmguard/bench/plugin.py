@@ -218,18 +218,11 @@ def gemm_benchmark(request: pytest.FixtureRequest, gemm_backend: str, benchmark:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    """A failed benchmark says why at once, on a progress line: a run cut by a time limit (a CI job's, a
-    lent GPU's) ends before pytest prints its failure reports, and then nothing said what failed."""
-    outcome = yield
-    report = outcome.get_result()
-    if call.when != "call" or not report.failed or FIXTURE not in getattr(item, "fixturenames", ()):
-        return
-    if item.config.get_verbosity() < 0 or call.excinfo is None:
-        return
-    lines = [line.strip() for line in str(call.excinfo.value).splitlines()] or [""]
-    said = lines[0].removeprefix("gemmguard: ")
-    said += "".join(f"; {line}" for line in lines[1:] if line.startswith("broken:"))  # which budget, by how much
-    _state.live_line(item.config, f"benchmark {item.nodeid}: FAILED ({call.excinfo.typename}: {said[:400]})")
+    """A failed benchmark says why at once: a run cut by a time limit ends before pytest's failure reports."""
+    report = (yield).get_result()
+    if call.when == "call" and report.failed and call.excinfo and FIXTURE in getattr(item, "fixturenames", ()):
+        if item.config.get_verbosity() >= 0:
+            _state.live_line(item.config, f"benchmark {item.nodeid}: FAILED ({_state.headline(call.excinfo)})")
 
 
 class _Gatherer:
