@@ -215,13 +215,6 @@ def test_a_planted_slowdown_fails_every_round_against_the_base_commit(pytester):
     assert verdict["against"].startswith(f"head against the base {base[:12]}, measured here, 2 interleaved rounds")
     assert _git(repo, "worktree", "list").count("\n") == 0  # the base's worktree is gone
     # The base's baselines were written by the base's run, the head's reports by the head's.
-    # Each side's second round reuses its own first round's compiles (the side's Inductor cache), never the
-    # other side's: both first rounds compile from nothing.
-    # Measured on the 2-core CPU: head 6.9 s then 8.5 s without the reuse, 8.1 s then 1.4 s with it; the
-    # head's first round (after two base runs) compiled as slowly as a cold one, so nothing came from the base.
-    first, second = (json.loads((out / "bench" / f"head-{r}.json").read_text())["measurements"][0]["compile_s"]
-                     for r in (1, 2))  # fmt: skip
-    assert second < first / 2, (first, second)
     assert sorted(p.name for p in (out / "bench").glob("*.json")) == [
         "base-1.json",
         "base-2.json",

@@ -63,24 +63,14 @@ class _Runs:
     plots: str
     common: list[str]
     require: bool
-    caches: str = ""  # a temporary directory holding each side's Inductor cache, shared by its rounds
     heads: list[dict | None] = dataclasses.field(default_factory=list)
     bases: list[dict] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     error: str = ""
 
-    def cache(self, side: str) -> list[str]:
-        """`--gemm-cache-dir` for one side's runs: its later rounds reuse what its first compiled (on the H200
-        a CUTLASS benchmark's nvcc builds took 126 s in every round), while base and head never share a cache,
-        so each side's first round compiles as a pull request's would. A cache dir the caller chose wins."""
-        if not self.caches or any(a.startswith("--gemm-cache-dir") for a in self.common):
-            return []
-        return [f"--gemm-cache-dir={os.path.join(self.caches, side)}"]
-
     def head(self, round_no: int, against: str | None, last: bool) -> None:
         report = os.path.join(self.bench_dir, f"head-{round_no}.json")
         extra = [f"--gemm-report-json={report}", f"--junitxml={os.path.join(self.bench_dir, 'junit-head.xml')}"]
-        extra += self.cache("head")
         if against:
             extra.append(f"--gemm-baseline={against}")
             if self.require:
@@ -113,7 +103,7 @@ class _Runs:
                 saved = os.path.join(self.bench_dir, f"base-{r}.json")
                 if os.path.exists(saved):
                     os.unlink(saved)  # a stale file would be updated, not replaced
-                save = [*self.common, f"--gemm-save-baseline={saved}", *self.cache("base")]
+                save = [*self.common, f"--gemm-save-baseline={saved}"]
                 rc, _ = run_pytest(save, tree, _tree_env(tree), f"benchmarks, base, round {r}")
                 doc = read_report(saved)
                 if doc is None and rc not in (0, 5):
@@ -158,21 +148,16 @@ def bench_gate(
     os.makedirs(bench_dir, exist_ok=True)
     common = [*tests, "--gemm-bench-only", f"--gemm-backends={backends}", "-p", "no:cacheprovider", *args]
     runs = _Runs(root, list(tests), bench_dir, os.path.join(out, "plots"), common, require_baseline)
-    try:
-        if baseline == "base-commit":
-            runs.caches = tempfile.mkdtemp(prefix="gemmguard-rounds-")  # not under out: reports are uploaded
-            against = runs.base_commit(base_ref, rounds)
-        elif baseline in ("none", ""):
-            against = "no baseline (budgets only)"
-            runs.head(1, None, True)
-        else:
-            if not os.path.isfile(os.path.join(root, baseline)) and not require_baseline:
-                runs.notes.append(f"no baseline file at {baseline}: regressions not checked")
-            against = f"head against the stored baseline {baseline}"
-            runs.head(1, baseline, True)
-    finally:
-        if runs.caches:
-            shutil.rmtree(runs.caches, ignore_errors=True)
+    if baseline == "base-commit":
+        against = runs.base_commit(base_ref, rounds)
+    elif baseline in ("none", ""):
+        against = "no baseline (budgets only)"
+        runs.head(1, None, True)
+    else:
+        if not os.path.isfile(os.path.join(root, baseline)) and not require_baseline:
+            runs.notes.append(f"no baseline file at {baseline}: regressions not checked")
+        against = f"head against the stored baseline {baseline}"
+        runs.head(1, baseline, True)
     rows = judge_rounds(runs.heads, runs.bases)
     verdict = {
         "format": "gemmguard-gate-bench",
