@@ -215,6 +215,12 @@ def test_a_planted_slowdown_fails_every_round_against_the_base_commit(pytester):
     assert verdict["against"].startswith(f"head against the base {base[:12]}, measured here, 2 interleaved rounds")
     assert _git(repo, "worktree", "list").count("\n") == 0  # the base's worktree is gone
     # The base's baselines were written by the base's run, the head's reports by the head's.
+    # Every round compiles and autotunes afresh: a cache kept across one side's rounds would keep its autotune
+    # pick too, and one unlucky pick would then repeat in every round and fail the gate on unchanged code.
+    # Measured on the 2-core CPU: the head's compile 6.9 s then 8.5 s; 8.1 s then 1.4 s with a shared cache.
+    first, second = (json.loads((out / "bench" / f"head-{r}.json").read_text())["measurements"][0]["compile_s"]
+                     for r in (1, 2))  # fmt: skip
+    assert second > first / 3, (first, second)
     assert sorted(p.name for p in (out / "bench").glob("*.json")) == [
         "base-1.json",
         "base-2.json",
