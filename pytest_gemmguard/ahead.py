@@ -351,7 +351,7 @@ def resolve_backend(job: dict) -> Any:
     return backends.get(job["backend"])
 
 
-def _fatal(exc: BaseException) -> bool:
+def fatal_cuda(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}".lower()
     return "cuda error" in text and any(m in text for m in FATAL_CUDA)
 
@@ -387,7 +387,7 @@ def worker_main() -> int:
         except CompileTimeout as exc:
             status, detail = "timeout", str(exc)
         except Exception as exc:
-            status = "fatal" if _fatal(exc) else "error"
+            status = "fatal" if fatal_cuda(exc) else "error"
             detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
         print(json.dumps({"id": job["id"], "status": status, "detail": detail, "candidates": judged,
                           "compile_s": round(time.perf_counter() - started, 3)}), file=proto)  # fmt: skip

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck
 
-from . import backends, strategies
+from . import ahead, backends, strategies
 from ._compat import hypothesis as hypothesis_compat
 from .errors import (
     BackendCrashed,
+    CaseKilledProcess,
     CompileTimeout,
     GemmMismatch,
     KnownFailureFixed,
@@ -58,6 +59,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     outcome: Counter = Counter()
     reasons: Counter = Counter()
     stopped: list[tuple[BaseException, GemmCase]] = []
+    halted: list[GemmCase] = []  # a known failure that lost the CUDA context: no example may run after it
     tracker = None
     if session.known is not None:
         from .known import KnownTracker
@@ -78,7 +80,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     spent: list[float] = []
 
     def one_example(case: GemmCase) -> None:
-        if stopped:  # one stop ends the test: don't let Hypothesis pay for more
+        if stopped or halted:  # one stop ends the test: don't let Hypothesis pay for more
             return
         step = outcome["ran"] + outcome["unsupported"] + 1
         started = time.perf_counter()
@@ -111,6 +113,10 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 verdict = f"FAILED ({type(exc).__name__}: {_headline(exc, 200)})"  # shown at once, like a wrong result
             else:
                 outcome["ran"] += 1
+                if not isinstance(exc, CaseKilledProcess) and ahead.fatal_cuda(exc):
+                    # Known, but it broke this process's CUDA context: every later example would fail for it.
+                    halted.append(case)
+                    verdict += "; the CUDA context is lost, so the test's other examples are not run"
         except BaseException as exc:
             took = time.perf_counter() - started
             what = f"FAILED ({type(exc).__name__}, {took:.1f} s)"

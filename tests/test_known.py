@@ -573,3 +573,70 @@ def test_the_shipped_triton_entry_covers_the_h200_finding_and_nothing_beside_it(
         ("aten", found, torch_211),
     ):
         assert kn.match(shipped, backend, other, versions, "wrong-result") is None, (backend, other, versions)
+
+
+# ---------------------------------------------------------------- a known crash that loses the CUDA context
+
+LOST_CONTEXT = '''
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class Fault(CustomGraphPass):
+    """Stands in for a kernel that faults: on a GPU such an error leaves the process's CUDA context unusable."""
+
+    def __call__(self, graph):
+        with open("compiles.txt", "a") as fh:
+            fh.write("compile\\n")
+        raise RuntimeError("CUDA error: misaligned address (planted)")
+
+    def uuid(self):
+        return "gemmguard-test-fault"
+
+
+class Faulty(AtenBackend):
+    name = "faulty"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": Fault()}
+
+
+backends.register(Faulty())
+'''
+
+LOST_CONTEXT_TEST = """
+from pytest_gemmguard import gemm_case
+
+
+@gemm_case(ops=["mm"], dtypes=["float32"], layouts=["contiguous"], epilogues=["none"],
+           shapes=[(8, 8, 8), (16, 8, 8), (8, 16, 8)], max_examples=3)
+def test_mm(gemm):
+    gemm.check()
+"""
+
+LOST_CONTEXT_ENTRY = """
+[[known]]
+id = "planted-fault"
+backend = "faulty"
+ops = ["mm"]
+versions = { torch = ">=2.0" }
+kind = "raises"
+link = "https://example.invalid/planted"
+reason = "a planted fault"
+"""
+
+
+def test_a_known_crash_that_loses_the_cuda_context_is_xfail_and_ends_the_test(pytester):
+    # A known "raises" entry explains the crash, but after a fatal CUDA error in the test process every later
+    # example would fail for it and be blamed on its own case: the test ends there, as xfail.
+    pytester.makeconftest(LOST_CONTEXT)
+    pytester.makepyfile(test_lost=LOST_CONTEXT_TEST)
+    pytester.makefile(".toml", known=LOST_CONTEXT_ENTRY)
+    result = pytester.runpytest_inprocess("--gemm-backends=faulty", "--gemm-known=known.toml", "-v",
+                                          "-p", "no:cacheprovider")  # fmt: skip
+    result.assert_outcomes(xfailed=1)
+    assert (pytester.path / "compiles.txt").read_text().count("compile") == 1, result.stdout.str()
+    assert "the CUDA context is lost" in result.stdout.str()
