@@ -484,9 +484,11 @@ def test_the_shipped_gpu_entries_cover_the_observed_cases_and_no_more(shipped):
     tma = [case(op="addmm", m=1, n=16, k=16, layout="contiguous"),
            case(op="addmm", m=1, n=215, k=16, layout="transposed_b"),
            case(op="addmm", m=1, n=3, k=4096, dtype="float16", layout="transposed_b")]  # fmt: skip
-    for seen in tma:
+    for seen, entry_id in zip(
+        tma, ("triton-tma-template-m1-contiguous", "triton-tma-template-m1", "triton-tma-template-m1"), strict=True
+    ):
         entry = kn.match(shipped, "triton", seen, H200_211, "wrong-result")
-        assert entry is not None and entry.id == "triton-tma-template-m1", seen
+        assert entry is not None and entry.id == entry_id, seen
     misses = [
         ("cutlass", fault, H200_211, "wrong-result"),  # it faulted; a wrong value is another bug
         ("cutlass", replace(fault, epilogue="none"), H200_211, "raises"),
@@ -499,6 +501,7 @@ def test_the_shipped_gpu_entries_cover_the_observed_cases_and_no_more(shipped):
         ("triton", replace(tma[0], layout="transposed_a"), H200_211, "wrong-result"),
         ("triton", replace(tma[0], dtype="bfloat16"), H200_211, "wrong-result"),
         ("triton", replace(tma[0], op="mm"), H200_211, "wrong-result"),
+        ("triton", replace(tma[0], dtype="float16"), H200_211, "wrong-result"),  # contiguous fp16: not seen
     ]
     for args in misses:
         assert kn.match(shipped, *args) is None, args
