@@ -216,7 +216,7 @@ def gemm_benchmark(request: pytest.FixtureRequest, gemm_backend: str, benchmark:
     return bench
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: sees the report after skips are made
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     """A failed benchmark says why at once: a run cut by a time limit ends before pytest's failure reports."""
     report = (yield).get_result()
