@@ -18,8 +18,8 @@
 #   p1 (.gpu/a), p2 (.gpu/b), p3, p4         (2026-12-01 late, as run: docs/gpu-validation.md)
 #   q1 (.gpu/a), q2 (.gpu/b), q3             (2026-12-02, as run: docs/gpu-validation.md)
 #   r1 (.gpu/a), r2 (.gpu/b .gpu/cutlass_api_src), r3, r4
-#                                            prepared for the next session, each at once after the last (about
-#                                            230 + 580 + 560 + 300 s): static triton calibration; the README main
+#                                            prepared for the next session, each at once after the last (at most
+#                                            230 + 570 + 560 + 310 s): static triton calibration; the README main
 #                                            job to its end across two calls (issues 10, 11); then the
 #                                            workflow's GPU job to its end across two calls (issue 12)
 #
@@ -47,12 +47,19 @@ bg_start() {  # bg_start NAME COMMAND...
   rm -f "/tmp/bg-$name.done"
   setsid bash -c 'start=$(date +%s); "$@" >"/tmp/bg-$0.log" 2>&1; echo "rc=$? wall=$(( $(date +%s) - start )) s" \
     >>"/tmp/bg-$0.log"; touch "/tmp/bg-$0.done"' "$name" "$@" </dev/null >/dev/null 2>&1 &
+  echo $! >"/tmp/bg-$name.pid"
 }
-bg_wait() {  # bg_wait NAME SECONDS
+bg_wait() {  # bg_wait NAME SECONDS; the log is copied on every pass, so a call cut by its limit still has it
   local name=$1 left=$2
-  while [ ! -f "/tmp/bg-$1.done" ] && [ "$left" -gt 0 ]; do sleep 5; left=$((left - 5)); done
-  grep -v DEBUG "/tmp/bg-$name.log" >"$out/$name.txt" 2>/dev/null
-  [ -f "/tmp/bg-$name.done" ] || echo "(still running after this call's wait)" >>"$out/$name.txt"
+  while :; do
+    grep -v DEBUG "/tmp/bg-$name.log" >"$out/$name.txt" 2>/dev/null
+    [ -f "/tmp/bg-$name.done" ] && return 0
+    if ! kill -0 "$(cat "/tmp/bg-$name.pid" 2>/dev/null)" 2>/dev/null; then
+      echo "($name ended without finishing: killed?)" >>"$out/$name.txt"; return 2
+    fi
+    [ "$left" -le 0 ] && { echo "(still running after this call's wait)" >>"$out/$name.txt"; return 1; }
+    sleep 5; left=$((left - 5))
+  done
 }
 
 case $phase in
@@ -400,26 +407,30 @@ r2)  # call 2, at once after r1 (carry .gpu/b .gpu/cutlass_api_src): the README 
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-200 | tail -30
   ;;
-r3)  # call 3, at once after r2: the main job's end; then the workflow's GPU job (issue 12), narrowed as in q3,
-     # started the same way; r4 waits for its end
-  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+r3)  # call 3, at once after r2: the main job's end; then the workflow's GPU job (issue 12), narrowed as in q3
+     # (without /tmp/site_a cutlass is not installed, so "cutlass when installed" leaves its nvcc builds out:
+     # 126 s in each of the four benchmark rounds on the H200), started the same way; r4 waits for its end
+  export PYTHONPATH=$PWD:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
   export PATH=/tmp/site/bin:$PATH
   [ -f /tmp/bg-main-job.log ] || { echo "r3: no main job here (the machine went back: r2 first, then r3 at once)"; exit 3; }
-  bg_wait main-job "${WAIT_S:-400}"
-  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-200 | tail -30
+  bg_wait main-job "${WAIT_S:-300}"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|ended without|still running" "$out/main-job.txt" | cut -c1-200 | tail -30
   sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
   if [ -f /tmp/bg-main-job.done ]; then
     [ -d .git ] && mv .git /tmp/stale-git
     export GEMMGUARD_GPU_TESTS="examples tests/gpu/test_backend_logic.py" \
       GEMMGUARD_GPU_BENCH_ARGS="--gemm-cold-compile=off --gemm-bench-time=0.5 -k test_large"
-    OUT=/tmp/gpu-job-out bg_start gpu-job timeout -k 10 "${JOB_S:-1100}" bash scripts/gpu_job_local.sh
-    bg_wait gpu-job "${JOB_WAIT_S:-150}"
+    OUT=/tmp/gpu-job-out bg_start gpu-job timeout -k 10 "${JOB_S:-900}" bash scripts/gpu_job_local.sh
+    bg_wait gpu-job "${JOB_WAIT_S:-200}"
+    grep -E "^== gpu_job_local|rc=" "$out/gpu-job.txt" | tail -6
+  else
+    echo "r3: the main job has not finished: the GPU job was not started (r4 has nothing to wait for)"
   fi
   rm -f "$out/env.txt"
   ;;
 r4)  # call 4, at once after r3: the GPU job's end
-  [ -f /tmp/bg-gpu-job.log ] || { echo "r4: no GPU job here (r3 first, then r4 at once)"; exit 3; }
-  bg_wait gpu-job "${JOB_WAIT_S:-560}"
+  [ -f /tmp/bg-gpu-job.log ] || { echo "r4: no GPU job was started here (see r3's last line)"; exit 3; }
+  bg_wait gpu-job "${JOB_WAIT_S:-300}"
   cp /tmp/gpu-job-out/step-summary.md "$out/gpu-job-step-summary.md" 2>/dev/null
   rm -f "$out/env.txt"
   grep -E "^== gpu_job_local|verdict|exit status|rc=|FAILED \(" "$out/gpu-job.txt" | cut -c1-240 | tail -20
