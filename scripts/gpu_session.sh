@@ -19,7 +19,7 @@
 #   q1 (.gpu/a), q2 (.gpu/b), q3             (2026-12-02, as run: docs/gpu-validation.md)
 #   r1 (.gpu/a), r2 (.gpu/b .gpu/cutlass_api_src), r3, r4
 #                                            prepared for the next session, each at once after the last (at most
-#                                            230 + 570 + 560 + 310 s): static triton calibration; the README main
+#                                            230 + 570 + 560 + 310 s): triton calibration; the README main
 #                                            job to its end across two calls (issues 10, 11); then the
 #                                            workflow's GPU job to its end across two calls (issue 12)
 #
@@ -381,14 +381,17 @@ q3)  # call 3, at once after q2: the GPU job of .github/workflows/ci.yml to its 
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "^== gpu_job_local|verdict|exit status|rc=" "$out/q3-gpu-job.txt" | tail -14; head -40 "$out/q3-step-summary.md"
   ;;
-r1)  # next session, call 1 (carry .gpu/a), about 230 s: stage the first half; 10 shards of static triton
-     # compiles on new seeds (issue 10: the default path's calibration past 2000 triton cases)
+r1)  # next session, call 1 (carry .gpu/a), about 230 s: stage the first half; the triton calibration under the
+     # current code (confirm.py), issue 10: 10 shards of dynamic compiles (about 3.5 cases per second against
+     # about 0.9 for static ones: one compile serves a group; a case over the bound is re-checked by a static
+     # compile, the default path), on seeds no run has used
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
   mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
   export PYTHONPATH=$PWD:/tmp/site_a TORCHINDUCTOR_COMPILE_THREADS=1
   for i in 0 1 2 3 4 5 6 7 8 9; do
-    (timeout -k 5 220 python3 scripts/gpu_calibrate.py --backend triton --cases 2000 --seeds 10 --seed-base 7000 \
-      --compiled 100000 --shard "$i/10" --deadline 190 --out /tmp/calib >"/tmp/calib-$i.txt" 2>&1) &
+    (timeout -k 5 220 python3 scripts/gpu_calibrate.py --backend triton --dynamic --cases 2000 --seeds 10 \
+      --seed-base 7000 --per-structure 20 --compiled 100000 --shard "$i/10" --deadline 190 --out /tmp/calib \
+      >"/tmp/calib-$i.txt" 2>&1) &
   done
   wait
   python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/r1-calib-triton.txt" 2>&1
