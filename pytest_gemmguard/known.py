@@ -17,6 +17,9 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
     m = ">=2"                                   # optional size conditions on m, n, k, batch: an integer
     k = "<=8,%8!=0"                             #   (exactly that) or comma-joined clauses that must all
                                                 #   hold: ==N !=N <N <=N >N >=N %D==R %D!=R
+    cpu = ["avx2"]                              # optional: ATen's CPU capability (get_cpu_capability(),
+                                                #   lower case: default avx2 avx512 vsx zvector neon sve128
+                                                #   sve256); left out, any CPU
     versions = { torch = ">=2.13,<2.14" }       # required, non-empty: distribution name -> PEP 440
                                                 #   specifier set; "" means installed at any version; a
                                                 #   package that is not installed never matches
@@ -59,10 +62,21 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .known_file import FAILURE_KINDS, KINDS, Entry, KnownFailures, Names, default_names, load, parse, parse_size
+from .known_file import (
+    CPU_FACT,
+    FAILURE_KINDS,
+    KINDS,
+    Entry,
+    KnownFailures,
+    Names,
+    default_names,
+    load,
+    parse,
+    parse_size,
+)
 
-__all__ = ["FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "default_names",
-           "installed_versions", "load", "match", "parse", "parse_size"]  # fmt: skip
+__all__ = ["CPU_FACT", "FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "cpu_capability",
+           "default_names", "installed_versions", "load", "match", "parse", "parse_size"]  # fmt: skip
 
 
 def match(
@@ -99,6 +113,16 @@ def installed_versions(names: Iterable[str] = ("torch", "triton")) -> dict[str, 
     return {name: _installed(name) for name in names}
 
 
+def cpu_capability() -> str | None:
+    """ATen's CPU capability in lower case ("avx2", "avx512", ...); imports torch, so only when an entry asks."""
+    try:
+        import torch
+
+        return torch.backends.cpu.get_cpu_capability().lower()
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
 class KnownTracker:
     """What one test (one backend) did against the known failures: which entries explained failures and
     which entries' cases ran and passed. Only examples that ran the backend's own kernel count: an
@@ -108,6 +132,8 @@ class KnownTracker:
         self.known = known
         self.backend = backend
         self.versions = dict(installed_versions(known.packages()) if versions is None else versions)
+        if versions is None and any(e.cpus for e in known.entries):
+            self.versions[CPU_FACT] = cpu_capability()
         self.entries = known.applicable(backend, self.versions)
         self.passes: Counter = Counter()  # entry id -> matching examples that passed
         self.failures: Counter = Counter()  # entry id -> failures it explained

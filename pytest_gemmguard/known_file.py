@@ -15,7 +15,11 @@ KINDS = ("wrong-result", "raises", "any")
 FAILURE_KINDS = ("wrong-result", "raises")  # what a runner reports; "any" exists only in the file
 REQUIRED = ("id", "backend", "versions", "kind", "link", "reason")
 SIZE_KEYS = ("m", "n", "k", "batch")
-ALLOWED = (*REQUIRED, "route", "ops", "dtypes", "layouts", "epilogues", *SIZE_KEYS)
+ALLOWED = (*REQUIRED, "route", "ops", "dtypes", "layouts", "epilogues", "cpu", *SIZE_KEYS)
+# The CPU capabilities ATen names (torch.backends.cpu.get_cpu_capability(), lower case): a CPU kernel's code
+# path, and so its bugs, can depend on it. The runner passes this machine's under the fact name CPU_FACT.
+CPUS = ("default", "avx2", "avx512", "vsx", "zvector", "neon", "sve128", "sve256")
+CPU_FACT = "cpu"
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\[\]-]*$")  # a distribution or route name
@@ -120,6 +124,7 @@ class Entry:
     layouts: tuple[str, ...] | None = None
     epilogues: tuple[str, ...] | None = None
     sizes: Mapping[str, SizeCondition] = field(default_factory=dict)
+    cpus: tuple[str, ...] | None = None  # ATen CPU capabilities it was seen on; None: any
 
     def versions_match(self, versions: Mapping[str, str | None]) -> bool:
         """Every named package is installed (present in `versions`, not None) at a version in range."""
@@ -131,7 +136,8 @@ class Entry:
 
     def applies_to(self, backend: str, versions: Mapping[str, str | None]) -> bool:
         """Whether this entry can describe anything a test of `backend` does with these packages."""
-        return backend in self.backends and self.versions_match(versions)
+        cpu_ok = self.cpus is None or versions.get(CPU_FACT) in self.cpus
+        return backend in self.backends and self.versions_match(versions) and cpu_ok
 
     def covers(self, case: Any, route: str | None = None) -> bool:
         """Whether the case (op, dtype, layout, epilogue, sizes) and route fall in this entry's pattern."""
@@ -306,6 +312,7 @@ def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Na
         layouts=listed("layouts", names.layouts, "layout"),
         epilogues=epilogues,
         sizes=sizes,
+        cpus=listed("cpu", CPUS, "CPU capability"),
     )
 
 

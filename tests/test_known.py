@@ -166,6 +166,7 @@ MALFORMED = [
     ("version not a string", entry_text(versions="{ torch = 2.13 }"), "versions", "must be a specifier string"),
     ("bad specifier", entry_text(versions='{ torch = ">>2.13" }'), "versions", "not a PEP 440 specifier set"),
     ("unknown kind", entry_text(kind='"wrong"'), "kind", "valid: wrong-result, raises, any"),
+    ("unknown cpu", entry_text(cpu='"avx3"'), "cpu", "unknown CPU capability 'avx3'; valid: default, avx2"),
     ("empty reason", entry_text(reason='""'), "reason", "non-empty string"),
     ("bad id", entry_text(id='"two words"'), "id", "an id of letters"),
     ("link to no file", entry_text(link='"docs/missing.md#x"'), "link", "not a file relative to"),
@@ -412,6 +413,32 @@ def test_the_shipped_cpp_entry_matches_the_readme_failure(shipped):
 )
 def test_the_shipped_cpp_entries_do_not_hide_other_failures(shipped, backend, gemm, versions, kind):
     assert kn.match(shipped, backend, gemm, versions, kind) is None
+
+
+SWEEP_AVX2 = os.path.join(ROOT, "tests", "data", "cpp_offset_sweep_avx2.jsonl")
+
+
+def test_on_an_avx2_cpu_the_shipped_cpp_entries_are_exactly_its_measured_failures(shipped):
+    # The second sweep (an AVX2-only CPU): bfloat16 mm/addmm/linear fail there too, and pass on AVX-512.
+    with open(SWEEP_AVX2) as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    assert rows and {r["isa"] for r in rows} == {"avx2"} and {r["torch"] for r in rows} == {"2.13.0+cpu"}
+    avx2 = {**TORCH_213, kn.CPU_FACT: "avx2"}
+    entries = [e for e in shipped.entries if e.applies_to("cpp", avx2)]
+    assert len(entries) == 3
+    missed = [r["case"] for r in rows if r["verdict"] == "failed" and not any(
+        e.covers(GemmCase(**r["case"])) for e in entries)]  # fmt: skip
+    assert missed == [] and covered_passes(entries, rows) == []
+    # The AVX2 entry is not in force on AVX-512, where the same bfloat16 cases passed (the sweep above).
+    on_avx512 = [e.id for e in shipped.entries if e.applies_to("cpp", {**TORCH_213, kn.CPU_FACT: "avx512"})]
+    assert "torch-cpp-offset-frozen-weight-bf16-avx2" not in on_avx512 and len(on_avx512) == 2
+
+
+def test_a_tracker_reads_this_cpus_capability_only_when_an_entry_names_one(shipped):
+    tracker = kn.KnownTracker(shipped, "cpp")
+    assert tracker.versions[kn.CPU_FACT] == kn.cpu_capability() and tracker.versions[kn.CPU_FACT]
+    without = kn.KnownFailures(SHIPPED, tuple(e for e in shipped.entries if not e.cpus))
+    assert kn.CPU_FACT not in kn.KnownTracker(without, "cpp").versions
 
 
 def test_the_shipped_cpp_entries_are_exactly_the_measured_failures(shipped):
