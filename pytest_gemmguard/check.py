@@ -185,8 +185,8 @@ def _reported(session: GemmSession, gemm: Gemm) -> bool:
         return True
     from . import known
 
-    versions = known.installed_versions(session.known.packages())
-    return known.match(session.known, gemm.backend, gemm.case, versions, "wrong-result", gemm.route) is None
+    facts = known.machine_facts(session.known)
+    return known.match(session.known, gemm.backend, gemm.case, facts, "wrong-result", gemm.route) is None
 
 
 def _fused(kernel_name: str) -> bool:

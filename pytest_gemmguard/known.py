@@ -76,7 +76,7 @@ from .known_file import (
 )
 
 __all__ = ["CPU_FACT", "FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "cpu_capability",
-           "default_names", "installed_versions", "load", "match", "parse", "parse_size"]  # fmt: skip
+           "default_names", "installed_versions", "load", "machine_facts", "match", "parse", "parse_size"]  # fmt: skip
 
 
 def match(
@@ -123,6 +123,15 @@ def cpu_capability() -> str | None:
         return None
 
 
+def machine_facts(known: KnownFailures) -> dict[str, str | None]:
+    """What entries are matched against on this machine: the installed versions of the packages the file
+    names, and the CPU capability where an entry names one."""
+    facts = installed_versions(known.packages())
+    if any(e.cpus for e in known.entries):
+        facts[CPU_FACT] = cpu_capability()
+    return facts
+
+
 class KnownTracker:
     """What one test (one backend) did against the known failures: which entries explained failures and
     which entries' cases ran and passed. Only examples that ran the backend's own kernel count: an
@@ -131,9 +140,7 @@ class KnownTracker:
     def __init__(self, known: KnownFailures, backend: str, versions: Mapping[str, str | None] | None = None) -> None:
         self.known = known
         self.backend = backend
-        self.versions = dict(installed_versions(known.packages()) if versions is None else versions)
-        if versions is None and any(e.cpus for e in known.entries):
-            self.versions[CPU_FACT] = cpu_capability()
+        self.versions = dict(machine_facts(known) if versions is None else versions)
         self.entries = known.applicable(backend, self.versions)
         self.passes: Counter = Counter()  # entry id -> matching examples that passed
         self.failures: Counter = Counter()  # entry id -> failures it explained
