@@ -143,10 +143,3 @@ def live_line(config: pytest.Config, line: str) -> None:
         return
     with capture.global_and_fixture_disabled():
         reporter.write_line(f"    gemmguard {line}")
-
-
-def headline(excinfo: pytest.ExceptionInfo) -> str:
-    """'Type: first line' of a failure, with the line saying which budget broke where there is one."""
-    lines = [line.strip() for line in str(excinfo.value).splitlines() if line.strip()] or ["(no message)"]
-    said = lines[0].removeprefix("gemmguard: ") + "".join(f"; {x}" for x in lines[1:] if x.startswith("broken:"))
-    return f"{excinfo.typename}: {said[:400]}"

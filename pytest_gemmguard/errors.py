@@ -120,3 +120,10 @@ class GemmBudgetError(GemmguardError, AssertionError):
 class GemmInconclusive(GemmguardError, AssertionError):
     """A runtime comparison too noisy to tell a slowdown of its threshold from none (issue 13): reported as
     inconclusive with the noise and the smallest detectable change, never as a regression."""
+
+
+def headline(exc: BaseException, width: int) -> str:
+    """An error's first non-empty line without gemmguard's own prefix, at most `width` characters: what a
+    progress line shows of a failure before pytest's report."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0].removeprefix("gemmguard: ")[:width] if lines else ""

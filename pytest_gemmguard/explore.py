@@ -31,6 +31,7 @@ from .errors import (
     KnownFailureXPass,
     Unsupported,
     UserCodeError,
+    headline,
 )
 from .gemm import Gemm
 from .session import require_backend
@@ -101,7 +102,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             if verdict is None:
                 took = time.perf_counter() - started
                 # The report's first line at once: a run cut short (a CI time limit) still says what failed.
-                what = _headline(exc, 240)
+                what = headline(exc, 240)
                 head = f"[{backend}] {step}/{budget} {case.describe()}"
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
                 raise
@@ -110,7 +111,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             verdict = known(gemm, "raises") if isinstance(exc, BackendCrashed) else None
             if verdict is None:
                 stopped.append((exc, case))
-                verdict = f"FAILED ({type(exc).__name__}: {_headline(exc, 200)})"  # shown at once, like a wrong result
+                verdict = f"FAILED ({type(exc).__name__}: {headline(exc, 200)})"  # shown at once, like a wrong result
             else:
                 outcome["ran"] += 1
                 if not isinstance(exc, CaseKilledProcess) and ahead.fatal_cuda(exc):
@@ -263,9 +264,3 @@ def _known_outcome(session: GemmSession, tracker, backend: str) -> None:
         warnings.warn(tracker.xpass_reason(), KnownFailureXPass, stacklevel=2)
     if tracker.xfailed():
         pytest.xfail(tracker.xfail_reason())
-
-
-def _headline(exc: BaseException, width: int) -> str:
-    """A report's first line for a progress line, without gemmguard's own prefix."""
-    text = str(exc)
-    return text.splitlines()[0].removeprefix("gemmguard: ")[:width] if text else ""

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from .. import _state, validate
-from ..errors import BaselineError, GemmUsageError
+from ..errors import BaselineError, GemmUsageError, headline
 from . import baseline
 
 FIXTURE = "gemm_benchmark"
@@ -222,7 +222,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = (yield).get_result()
     if call.when == "call" and report.failed and call.excinfo and FIXTURE in getattr(item, "fixturenames", ()):
         if item.config.get_verbosity() >= 0:
-            _state.live_line(item.config, f"benchmark {item.nodeid}: FAILED ({_state.headline(call.excinfo)})")
+            exc = call.excinfo.value
+            said = headline(exc, 400) or "(no message)"
+            said += "".join(f"; {x.strip()}" for x in str(exc).splitlines() if x.strip().startswith("broken:"))
+            _state.live_line(item.config, f"benchmark {item.nodeid}: FAILED ({call.excinfo.typename}: {said})")
 
 
 class _Gatherer:
