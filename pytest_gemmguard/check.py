@@ -144,7 +144,8 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         found = confirm.run(session, gemm, backend, where, args, weights, reference, [r for r in seen if r.wrong])
         if any(c.confirmed for c in found):
             session.tally.add(gemm.backend, "failed")
-            raise CandidateMismatch(candidate_report(gemm, found, seen, record, backend.name))
+            confirmed = tuple(c.candidate.name for c in found if c.confirmed)  # what fails the case
+            raise CandidateMismatch(candidate_report(gemm, found, seen, record, backend.name), confirmed)
         if record.compiled or from_worker:
             right = sum(c.outcome == confirm.RIGHT for c in found)
             session.tally.add(gemm.backend, "candidates_unconfirmed", right)

@@ -101,7 +101,15 @@ class GemmMismatch(GemmguardError, AssertionError):
 
 class CandidateMismatch(GemmMismatch):
     """The winner was right, but another autotune candidate of the case was wrong: it is a wrong result the
-    next GPU or shape may pick, so it is handled as one (known failures, shrinking)."""
+    next GPU or shape may pick, so it is handled as one (known failures, shrinking). `candidates` names the
+    candidates that fail the case: each confirmed wrong by a compile that picks it (a known entry may name them)."""
+
+    def __init__(self, message: str, candidates: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
+
+    def __reduce__(self):  # pytest-xdist and compile-ahead workers pickle exceptions: keep the names
+        return (type(self), (str(self), self.candidates))
 
 
 class MeasurementError(GemmguardError):

@@ -67,9 +67,9 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
 
         tracker = KnownTracker(session.known, backend)
 
-    def known(gemm: Gemm, kind: str) -> str | None:
+    def known(gemm: Gemm, kind: str, candidates: tuple[str, ...] = ()) -> str | None:
         """The verdict line when a known failure explains this one (counted as xfail, not failed)."""
-        entry = tracker.note_failure(gemm.case, kind, gemm.route) if tracker is not None else None
+        entry = tracker.note_failure(gemm.case, kind, gemm.route, candidates) if tracker is not None else None
         if entry is None:
             return None
         if kind == "wrong-result":
@@ -98,7 +98,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             hypothesis.event(f"unsupported: {exc.reason}")
             verdict = "unsupported"
         except GemmMismatch as exc:
-            verdict = known(gemm, "wrong-result")
+            verdict = known(gemm, "wrong-result", getattr(exc, "candidates", ()))
             if verdict is None:
                 took = time.perf_counter() - started
                 # The report's first line at once: a run cut short (a CI time limit) still says what failed.

@@ -20,6 +20,11 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
     cpu = ["avx2"]                              # optional: ATen's CPU capability (get_cpu_capability(),
                                                 #   lower case: default avx2 avx512 vsx zvector neon sve128
                                                 #   sve256); left out, any CPU
+    candidates = ["triton_mm_persistent_tma_*"] # optional: the entry then explains only a losing autotune
+                                                #   candidate's failure (the winner right) whose every
+                                                #   confirmed wrong candidate's name matches one of these
+                                                #   patterns (* ? [...]); a wrong winner or a wrong candidate
+                                                #   of another name stays a failure
     versions = { torch = ">=2.13,<2.14" }       # required, non-empty: distribution name -> PEP 440
                                                 #   specifier set; "" means installed at any version; a
                                                 #   package that is not installed never matches
@@ -40,8 +45,9 @@ Use from the runner (one tracker per test and backend)::
     tracker = KnownTracker(known, backend)              # installed versions read once, cached
     # each example: the backend's kernel ran and was right
     tracker.note_pass(case, route=route)
-    # each example that failed: GemmMismatch -> "wrong-result", any other error of the compile/run -> "raises"
-    entry = tracker.note_failure(case, "wrong-result", route=route)
+    # each example that failed: GemmMismatch -> "wrong-result", any other error of the compile/run -> "raises";
+    # a CandidateMismatch (a losing candidate wrong) also passes the names of its confirmed wrong candidates
+    entry = tracker.note_failure(case, "wrong-result", route=route, candidates=exc.candidates)
     if entry is None: raise                              # a new defect: let Hypothesis shrink and report it
     # after the loop, when nothing unknown failed:
     tracker.xpassed()  -> entries whose cases ran and all passed (XPASS; fail under --gemm-known-strict)
@@ -51,15 +57,15 @@ Use from the runner (one tracker per test and backend)::
 dtype names: pass `gemm.case`, not `gemm`, whose dtype is a torch dtype). `route` is the route that ran,
 for a backend that has several: "nvgemm" or "inductor-cutedsl" for cutedsl's own, "quack" when it fell back
 to cutedsl[quack]; None for the others. Note only examples where the backend's own kernel ran: an
-unsupported example is neither a pass nor a failure. `match(known, backend, case, versions, kind, route)`
-is the same decision for one case, without a tracker.
+unsupported example is neither a pass nor a failure. `match(known, backend, case, versions, kind, route,
+candidates)` is the same decision for one case, without a tracker.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .known_file import (
@@ -86,16 +92,20 @@ def match(
     versions: Mapping[str, str | None],
     kind: str,
     route: str | None = None,
+    candidates: Sequence[str] | None = None,
 ) -> Entry | None:
     """The first entry that explains `case` failing with `kind` on `backend` (and `route`) with these
-    package versions, or None: a failure no entry explains is a new defect."""
-    return _first(known.applicable(backend, versions), case, kind, route)
+    package versions, or None: a failure no entry explains is a new defect. `candidates`: the names of the
+    confirmed wrong autotune candidates when the failure is a losing candidate's (the winner was right)."""
+    return _first(known.applicable(backend, versions), case, kind, route, candidates)
 
 
-def _first(entries: Iterable[Entry], case: Any, kind: str, route: str | None) -> Entry | None:
+def _first(
+    entries: Iterable[Entry], case: Any, kind: str, route: str | None, candidates: Sequence[str] | None = None
+) -> Entry | None:
     if kind not in FAILURE_KINDS:
         raise ValueError(f"kind must be one of {', '.join(FAILURE_KINDS)}, not {kind!r}")
-    return next((e for e in entries if e.explains(kind) and e.covers(case, route)), None)
+    return next((e for e in entries if e.explains(kind, candidates) and e.covers(case, route)), None)
 
 
 @functools.cache
@@ -151,9 +161,11 @@ class KnownTracker:
             if entry.covers(case, route):
                 self.passes[entry.id] += 1
 
-    def note_failure(self, case: Any, kind: str, route: str | None = None) -> Entry | None:
+    def note_failure(
+        self, case: Any, kind: str, route: str | None = None, candidates: Sequence[str] | None = None
+    ) -> Entry | None:
         """The entry that explains this failure (count it as xfail), or None (a real failure: raise)."""
-        entry = _first(self.entries, case, kind, route)  # self.entries already match backend and versions
+        entry = _first(self.entries, case, kind, route, candidates)  # entries already match backend and versions
         if entry is not None:
             self.failures[entry.id] += 1
             self.first_failure.setdefault(entry.id, case)

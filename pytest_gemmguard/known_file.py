@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 from .errors import GemmUsageError
@@ -15,7 +16,7 @@ KINDS = ("wrong-result", "raises", "any")
 FAILURE_KINDS = ("wrong-result", "raises")  # what a runner reports; "any" exists only in the file
 REQUIRED = ("id", "backend", "versions", "kind", "link", "reason")
 SIZE_KEYS = ("m", "n", "k", "batch")
-ALLOWED = (*REQUIRED, "route", "ops", "dtypes", "layouts", "epilogues", "cpu", *SIZE_KEYS)
+ALLOWED = (*REQUIRED, "route", "ops", "dtypes", "layouts", "epilogues", "cpu", "candidates", *SIZE_KEYS)
 # The CPU capabilities ATen names (torch.backends.cpu.get_cpu_capability(), lower case): a CPU kernel's code
 # path, and so its bugs, can depend on it. The runner passes this machine's under the fact name CPU_FACT.
 CPUS = ("default", "avx2", "avx512", "vsx", "zvector", "neon", "sve128", "sve256")
@@ -23,6 +24,7 @@ CPU_FACT = "cpu"
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\[\]-]*$")  # a distribution or route name
+_GLOB = re.compile(r"^[A-Za-z0-9_.*?\[\]-]+$")  # an autotune candidate's name, or a pattern of * ? [..]
 _CLAUSE = re.compile(r"^(?:(==|!=|<=|>=|<|>)\s*(-?\d+)|%\s*(\d+)\s*(==|!=)\s*(\d+))$")
 _TOML_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
 
@@ -125,6 +127,10 @@ class Entry:
     epilogues: tuple[str, ...] | None = None
     sizes: Mapping[str, SizeCondition] = field(default_factory=dict)
     cpus: tuple[str, ...] | None = None  # ATen CPU capabilities it was seen on; None: any
+    # Name patterns of the autotune candidates that are wrong. Given, the entry explains only a losing
+    # candidate's failure whose every confirmed wrong candidate matches one: never a wrong winner, never a
+    # wrong candidate of another template beside them. None: any failure of the case.
+    candidates: tuple[str, ...] | None = None
 
     def versions_match(self, versions: Mapping[str, str | None]) -> bool:
         """Every named package is installed (present in `versions`, not None) at a version in range."""
@@ -153,8 +159,16 @@ class Entry:
                 return False
         return all(cond(getattr(case, key)) for key, cond in self.sizes.items())
 
-    def explains(self, kind: str) -> bool:
-        return self.kind == "any" or self.kind == kind
+    def explains(self, kind: str, candidates: Sequence[str] | None = None) -> bool:
+        """Whether a failure of this kind fits the entry; `candidates`: the confirmed wrong autotune candidates
+        of a losing candidate's failure (None or empty for a wrong winner, a crash, or a raise)."""
+        if not (self.kind == "any" or self.kind == kind):
+            return False
+        if self.candidates is None:
+            return True
+        return bool(candidates) and all(
+            any(fnmatchcase(name, pattern) for pattern in self.candidates) for name in candidates
+        )
 
     def line(self) -> str:
         return f"{self.id}: {self.reason} ({self.link})"
@@ -313,7 +327,23 @@ def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Na
         epilogues=epilogues,
         sizes=sizes,
         cpus=listed("cpu", CPUS, "CPU capability"),
+        candidates=_patterns(table, fail),
     )
+
+
+def _patterns(table: Mapping[str, Any], fail) -> tuple[str, ...] | None:
+    if "candidates" not in table:
+        return None
+    out = []
+    for item in _strings(table["candidates"], lambda p: fail("candidates", p), "candidate name pattern"):
+        if not _GLOB.match(item.strip()):
+            raise fail(
+                "candidates",
+                f"{item!r} is not a candidate name pattern (letters, digits, . _ - and * ? [...]), "
+                "e.g. triton_mm_persistent_tma_*",
+            )
+        out.append(item.strip())
+    return tuple(dict.fromkeys(out))
 
 
 def _strings(value: Any, fail, what: str) -> list[str]:

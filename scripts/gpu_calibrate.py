@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections import defaultdict
@@ -68,15 +69,63 @@ def same_specialisation(seed_case, drawn: list, k: int) -> list:
     return fitting[:k]
 
 
-def explain(row: dict, case, col: str, known, versions, static_check) -> None:
-    """Why a case is over the bound, when something other than the oracle says so (see main)."""
+def explain(row: dict, case, col: str, known, versions, static_check, candidates=()) -> None:
+    """Why a case is over the bound, when something other than the oracle says so (see main). `candidates`:
+    the confirmed wrong autotune candidates when the winner was right (a known entry may name them)."""
     from pytest_gemmguard import known as known_mod
 
-    entry = known_mod.match(known, col, case, versions, "wrong-result")
+    row[f"{col}_case"] = repr(case)
+    row[f"{col}_candidates"] = list(candidates)
+    entry = known_mod.match(known, col, case, versions, "wrong-result", candidates=candidates)
     if entry is not None:
         row["known"] = entry.id
     elif static_check:
         row[f"{col}_static"] = static_check(case)
+
+
+def rematch(rows: list, col: str, versions: dict) -> None:
+    """Explain each recorded case over the bound again by today's known-failures file, for the package
+    versions the rows were measured with (a merge runs elsewhere). A row from before cases and candidates
+    were recorded is read from its report; one whose report no longer names every
+    confirmed wrong candidate (reports are cut at 2000 characters) stays unexplained, with why."""
+    import ast
+
+    from pytest_gemmguard import known as known_mod
+    from pytest_gemmguard.cases import GemmCase
+
+    known = known_mod.load(os.path.join(os.path.dirname(__file__), "..", "gemmguard-known.toml"))
+    for row in rows:
+        if row.get(col, 0) <= 1:
+            continue
+        report = row.get(f"{col}_report", "")
+        text = row.get(f"{col}_case") or next((ln.strip() for ln in report.splitlines() if "GemmCase(" in ln), "")
+        call = ast.parse(text, mode="eval").body if text else None
+        if not isinstance(call, ast.Call):
+            continue
+        case = GemmCase(**{kw.arg: ast.literal_eval(kw.value) for kw in call.keywords})
+        names, count = row.get(f"{col}_candidates"), None
+        if names is None:
+            names, count = _wrong_candidates(report)
+        row.pop("known", None)
+        row.pop("partly_named", None)
+        entry = known_mod.match(known, col, case, versions, "wrong-result", candidates=names)
+        if entry is not None and (count is None or count == len(names)):
+            row["known"] = entry.id
+        elif entry is not None:
+            row["partly_named"] = f"{len(names)} of {count} confirmed wrong candidates named, all {entry.id}'s"
+
+
+def _wrong_candidates(report: str) -> tuple[list[str], int | None]:
+    """From a candidate failure's report: the candidates confirmed wrong by a compile that picked them, and
+    how many the report's first line says were confirmed (None for a wrong winner's report)."""
+    lines = report.splitlines()
+    head = re.search(r"(\d+) confirmed by a compile that picks it", lines[0] if lines else "")
+    names = [
+        line.split()[1]
+        for i, line in enumerate(lines[:-1])
+        if line.strip().startswith("wrong:") and lines[i + 1].strip().startswith("confirmed:")
+    ]
+    return names, (int(head.group(1)) if head else None)
 
 
 def ratio(out, expected, tol) -> float:
@@ -100,6 +149,12 @@ def main() -> int:
     ap.add_argument("--per-structure", type=int, default=1, help="cases drawn per structure (with --dynamic)")
     ap.add_argument("--shard", default="0/1", help="I/P: this process's slice of the drawn cases")
     ap.add_argument("--merge", action="store_true", help="print the table of every calibration*.jsonl in --out")
+    ap.add_argument(
+        "--rematch",
+        metavar="NAME=VERSION,...",
+        help="with --merge: explain the cases over the bound by today's known-failures file, for the package "
+        "versions the rows were measured with (e.g. torch=2.11.0+cu130,triton=3.6.0)",
+    )
     args = ap.parse_args()
     if args.merge:
         import glob
@@ -109,7 +164,9 @@ def main() -> int:
             for f in sorted(glob.glob(os.path.join(args.out, "calibration*.jsonl")))
             for line in open(f)
         ]
-        return table(rows, args.backend, 0.0, "merged")
+        if args.rematch:
+            rematch(rows, args.backend, dict(pair.split("=", 1) for pair in args.rematch.split(",")))
+        return table(rows, args.backend, 0.0, "merged" + (f", rematched for {args.rematch}" if args.rematch else ""))
 
     import torch
 
@@ -201,7 +258,8 @@ def main() -> int:
             except GemmMismatch as exc:
                 row[col] = float("inf")
                 row[f"{col}_report"] = str(exc)[:2000]
-                explain(row, case, col, known, versions, args.dynamic and static_check)
+                names = getattr(exc, "candidates", ())
+                explain(row, case, col, known, versions, args.dynamic and static_check, names)
             except (Unsupported, BackendCrashed) as exc:
                 row[f"{col}_skip"] = str(exc)[:200]
             except Exception as exc:  # a compile timeout or anything else: recorded, and the next case goes on
@@ -256,6 +314,9 @@ def table(rows: list, col: str, elapsed: float, mode: str) -> int:
             static = r.get(f"{col}_static")
             if "known" in r:
                 why = f"known failure {r['known']}"
+            elif "partly_named" in r:
+                unexplained += 1
+                why = f"unexplained: report cut, {r['partly_named']}"
             elif static is not None and static <= 1:
                 why = f"dynamic-shape kernel wrong: the static compile is right ({static:.3g})"
             else:

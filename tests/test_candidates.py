@@ -112,6 +112,42 @@ def test_a_right_extra_candidate_passes_and_is_counted(pytester):
     assert "aten: autotune candidates checked: 2, wrong: 0, not checked: 0" in result.stdout.str()
 
 
+KNOWN_CANDIDATE = """
+[[known]]
+id = "planted-slow-mm"
+backend = "aten"
+ops = ["mm"]
+candidates = [{names}]
+versions = {{ torch = "" }}
+kind = "wrong-result"
+link = "https://example.org/planted"
+reason = "the planted slow mm is wrong"
+"""
+
+
+@pytest.mark.parametrize(
+    "names,outcome",
+    [
+        ('"extern_kernels.gemmguard_test_slow_mm_*"', {"xfailed": 1}),  # the wrong candidate, by its name
+        ('"triton_mm_persistent_tma_*"', {"failed": 1}),  # another template's bug: this one stays a failure
+    ],
+    ids=["named", "another-name"],
+)
+def test_a_known_entry_that_names_candidates_explains_only_those(pytester, names, outcome):
+    # A tag of its own per parameter: Inductor keeps every extern choice it made, by name, for the process.
+    tag = "known_" + "".join(ch for ch in names if ch.isalpha())[:24]
+    pytester.makeconftest(PLANT.format(skew=0.01, bench_skew=0, tag=tag))
+    pytester.makepyfile(MM_TEST)
+    pytester.path.joinpath("known.toml").write_text(KNOWN_CANDIDATE.format(names=names))
+    result = pytester.runpytest_inprocess(*RUN, "--gemm-known=known.toml", "-rx")
+    result.assert_outcomes(**outcome)
+    out = result.stdout.str()
+    if "xfailed" in outcome:
+        assert "planted-slow-mm" in out and "known failure" in out
+    else:
+        assert f"extern_kernels.gemmguard_test_slow_mm_{tag}" in out and "confirmed" in out
+
+
 @pytest.fixture
 def planted(tmp_path, monkeypatch):
     """The plant, in this process: a wrong slow candidate for every mm selection."""
