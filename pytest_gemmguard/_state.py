@@ -60,6 +60,11 @@ def ensure(config: pytest.Config) -> SharedState:
         settings = validate.resolve(config, validate.CORE, table)
     except GemmUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if settings["cache_dir"] and settings["kernel_cache"]:
+        raise pytest.UsageError(
+            "gemmguard: --gemm-cache-dir and --gemm-kernel-cache name two caches for one run; give one "
+            "(--gemm-kernel-cache keeps kernels only, --gemm-cache-dir everything Inductor keeps)"
+        )
     state = SharedState(settings, table)
     state.explicit = {n for n in settings["backends"] if n not in ("auto", "all")}
     config.stash[_KEY] = state
@@ -98,7 +103,12 @@ def session(config: pytest.Config) -> Any:
         from .session import GemmSession, Options
 
         s = state.settings
-        compiler = Compiler(cache_dir=s["cache_dir"], timeout_s=s["compile_timeout"], dynamic=s["dynamic"])
+        compiler = Compiler(
+            cache_dir=s["cache_dir"] or s["kernel_cache"],
+            timeout_s=s["compile_timeout"],
+            dynamic=s["dynamic"],
+            kernels_only=bool(s["kernel_cache"]),
+        )
         options = Options(s["max_examples"], s["seed"], s["replay"], s["repro_dir"], all_choices=s["all_choices"])
         options.compile_workers = s["compile_workers"]
         options.shrink_s = s["shrink_s"] or None

@@ -58,12 +58,20 @@ class _Recorder(threading.local):
 _recorder = _Recorder()
 
 
+# What a kernels-only cache (--gemm-kernel-cache) turns off: every cache that keeps a decision (the FX graph
+# cache holds a graph with its autotune winner, AOTAutograd's cache the same one level up, the autotune-result
+# cache the winners and tuned configs). What stays is keyed by generated source: C++/CUDA libraries and
+# Triton binaries, so a second run rebuilds nothing and still measures and picks as a first run does.
+FRESH_DECISIONS = {"fx_graph_cache": False, "autotune_local_cache": False}
+
+
 class _InductorThrough:
     """A Dynamo backend: Inductor restricted to one GEMM backend, wrapping each graph with provenance."""
 
-    def __init__(self, backend: Backend, claimers: dict[str, Callable]) -> None:
+    def __init__(self, backend: Backend, claimers: dict[str, Callable], kernels_only: bool = False) -> None:
         self.backend = backend
         self.claimers = claimers
+        self.kernels_only = kernels_only
 
     def __call__(self, gm, example_inputs):
         from torch._inductor.compile_fx import compile_fx
@@ -76,6 +84,7 @@ class _InductorThrough:
             inductor.captured_output_code() as codes,
             candidates.graph_inputs(example_inputs),
             candidates.watch(dtype, enabled=dtype is not None) as seen,
+            inductor.patched_config(FRESH_DECISIONS if self.kernels_only else {}),
         ):
             compiled = compile_fx(gm, example_inputs, config_patches=self.backend.inductor_options())
         code = _graph_code(codes)
@@ -144,9 +153,12 @@ class Compiler:
     Nothing happens on the machine until the first compile: the cache directory is made and the
     environment pointed at it then (`activate`), so a session that runs no GEMM test leaves no trace."""
 
-    def __init__(self, cache_dir: str | None = None, timeout_s: float = 600.0, dynamic: bool = False) -> None:
+    def __init__(
+        self, cache_dir: str | None = None, timeout_s: float = 600.0, dynamic: bool = False, kernels_only: bool = False
+    ) -> None:
         self.timeout_s = timeout_s
         self.dynamic = dynamic
+        self.kernels_only = kernels_only  # cache_dir keeps kernels only: see FRESH_DECISIONS
         self._own_dir = cache_dir is None
         self.cache_dir: str | None = cache_dir
         self._saved_env: dict[str, str | None] = {}
@@ -236,12 +248,12 @@ class Compiler:
                 module = frozen_module(fn, n, frozen)
                 # A fresh Dynamo backend per module: Dynamo never shares compiled code across
                 # backends, so constants frozen for one weight can never serve another.
-                dyn_backend = _InductorThrough(backend, self._claimers())
+                dyn_backend = _InductorThrough(backend, self._claimers(), self.kernels_only)
                 self._frozen[key] = torch.compile(module, backend=dyn_backend, dynamic=self.dynamic)
             runtime = tuple(i for i in range(n) if i not in frozen)
             return CompiledGemm(backend, self.dynamic, self._frozen[key], runtime, self)
         if backend.name not in self._dynamo_backends:
-            self._dynamo_backends[backend.name] = _InductorThrough(backend, self._claimers())
+            self._dynamo_backends[backend.name] = _InductorThrough(backend, self._claimers(), self.kernels_only)
         compiled = torch.compile(fn, backend=self._dynamo_backends[backend.name], dynamic=self.dynamic)
         return CompiledGemm(backend, self.dynamic, compiled, tuple(range(n)), self)
 
@@ -254,7 +266,7 @@ class Compiler:
         self.activate()
         self.use(backend)
         n = len(inputs)
-        dyn_backend = _InductorThrough(backend, self._claimers())
+        dyn_backend = _InductorThrough(backend, self._claimers(), self.kernels_only)
         if backend.freezes_weights and weight_positions:
             frozen = {i: inputs[i] for i in weight_positions}
             module = frozen_module(fn, n, frozen)

@@ -124,6 +124,8 @@ def _header(config: pytest.Config) -> list[str]:
     selected = _state.selected(config)
     compiler = _state.session(config).compiler
     cache = compiler.cache_dir or "a fresh temporary directory, made on the first compile"
+    if compiler.kernels_only:
+        cache = f"{cache} (kernels only: every graph lowered and autotuned afresh)"
     mode = "dynamic" if compiler.dynamic else "static"
     return [
         f"gemmguard: backends {', '.join(selected) or '(none)'}; shapes {mode}; Inductor cache {cache}",

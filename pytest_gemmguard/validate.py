@@ -204,6 +204,10 @@ CORE: tuple[Setting, ...] = (
             env="GEMMGUARD_GPUS", metavar="all|none|LIST"),
     Setting("cache_dir", directory, None, "Inductor/Triton cache dir (default: a fresh temp dir per run)",
             flag="--gemm-cache-dir", metavar="DIR"),
+    Setting("kernel_cache", directory, None, "keep compiled kernels (C++/CUDA libraries, Triton binaries) in DIR "
+            "across runs but lower and autotune every graph afresh (Inductor's FX-graph, AOTAutograd and "
+            "autotune-result caches off): repeated measurement rounds skip the rebuilds, not the decisions",
+            flag="--gemm-kernel-cache", env="GEMMGUARD_KERNEL_CACHE", metavar="DIR"),
     Setting("repro_dir", directory, "gemmguard-repro", "where standalone repro scripts go",
             flag="--gemm-repro-dir", metavar="DIR"),
     Setting("all_choices", on_off, True, "check every autotune candidate against the oracle, not only the "

@@ -31,6 +31,7 @@ BAD_FLAGS = {
     "--gemm-compile-workers": ("-1", "--gemm-compile-workers='-1': must be 'auto' or an integer >= 0"),
     "--gemm-gpus": ("x", "--gemm-gpus='x': must be 'all', 'none' or distinct GPU indices like 0,2"),
     "--gemm-cache-dir": ("/etc/passwd", "--gemm-cache-dir='/etc/passwd': cannot be used as a directory"),
+    "--gemm-kernel-cache": ("/etc/passwd", "--gemm-kernel-cache='/etc/passwd': cannot be used as a directory"),
     "--gemm-repro-dir": ("/proc/gemmguard", "--gemm-repro-dir='/proc/gemmguard': cannot be used as a directory"),
     "--gemm-known": ("/nowhere/known.toml", "/nowhere/known.toml: cannot read the known-failures file"),
     "--gemm-known-strict": None,

@@ -63,10 +63,25 @@ class _Runs:
     plots: str
     common: list[str]
     require: bool
+    caches: str = ""  # a temporary directory with each side's kernel cache (GEMMGUARD_KERNEL_CACHE)
     heads: list[dict | None] = dataclasses.field(default_factory=list)
     bases: list[dict] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     error: str = ""
+
+    def env(self, side: str, base: dict[str, str] | None = None) -> dict[str, str] | None:
+        """One side's environment: its own kernel cache, shared by its rounds. Its later rounds rebuild no
+        kernel (on the H200 a CUTLASS benchmark spent 125 s of nvcc in every round) and still lower and
+        autotune afresh (--gemm-kernel-cache keeps no decision), so one unlucky autotune pick cannot repeat
+        in every round; base and head never share one. An environment variable, not a flag: a base commit
+        from before the setting ignores it. A cache the caller chose wins."""
+        env = dict(base if base is not None else os.environ)
+        chosen = "GEMMGUARD_KERNEL_CACHE" in env or any(a.startswith(("--gemm-cache-dir", "--gemm-kernel-cache"))
+                                                        for a in self.common)  # fmt: skip
+        if not self.caches or chosen:
+            return base
+        env["GEMMGUARD_KERNEL_CACHE"] = os.path.join(self.caches, side)
+        return env
 
     def head(self, round_no: int, against: str | None, last: bool) -> None:
         report = os.path.join(self.bench_dir, f"head-{round_no}.json")
@@ -77,7 +92,9 @@ class _Runs:
                 extra.append("--gemm-require-baseline")  # a baseline that is not there is the plugin's error
         if last:
             extra.append(f"--gemm-plots={self.plots}")
-        rc, said = run_pytest([*self.common, *extra], self.root, label=f"benchmarks, head, round {round_no}")
+        rc, said = run_pytest(
+            [*self.common, *extra], self.root, self.env("head"), label=f"benchmarks, head, round {round_no}"
+        )
         if rc in USAGE:
             self.error = f"gemmguard: the head's benchmark run ended with exit status {rc} (round {round_no}): " + (
                 said or "see its log"
@@ -104,7 +121,7 @@ class _Runs:
                 if os.path.exists(saved):
                     os.unlink(saved)  # a stale file would be updated, not replaced
                 save = [*self.common, f"--gemm-save-baseline={saved}"]
-                rc, _ = run_pytest(save, tree, _tree_env(tree), f"benchmarks, base, round {r}")
+                rc, _ = run_pytest(save, tree, self.env("base", _tree_env(tree)), f"benchmarks, base, round {r}")
                 doc = read_report(saved)
                 if doc is None and rc not in (0, 5):
                     # The base crashed (seen on the H200: a base from before the two-plugin split, run with
@@ -149,7 +166,11 @@ def bench_gate(
     common = [*tests, "--gemm-bench-only", f"--gemm-backends={backends}", "-p", "no:cacheprovider", *args]
     runs = _Runs(root, list(tests), bench_dir, os.path.join(out, "plots"), common, require_baseline)
     if baseline == "base-commit":
-        against = runs.base_commit(base_ref, rounds)
+        runs.caches = tempfile.mkdtemp(prefix="gemmguard-kernels-")  # not under out: reports are uploaded
+        try:
+            against = runs.base_commit(base_ref, rounds)
+        finally:
+            shutil.rmtree(runs.caches, ignore_errors=True)
     elif baseline in ("none", ""):
         against = "no baseline (budgets only)"
         runs.head(1, None, True)
