@@ -17,11 +17,12 @@
 #   n1, n2, n3, n4                           (2026-12-01 night, as run: docs/gpu-validation.md)
 #   p1 (.gpu/a), p2 (.gpu/b), p3, p4         (2026-12-01 late, as run: docs/gpu-validation.md)
 #   q1 (.gpu/a), q2 (.gpu/b), q3             (2026-12-02, as run: docs/gpu-validation.md)
-#   r1 (.gpu/a), r2 (.gpu/b .gpu/cutlass_api_src), r3, r4
-#                                            prepared for the next session, each at once after the last (at most
-#                                            230 + 570 + 560 + 310 s): triton calibration; the README main
-#                                            job to its end across two calls (issues 10, 11); then the
-#                                            workflow's GPU job to its end across two calls (issue 12)
+#   r1 (.gpu/a), r2 (.gpu/b .gpu/cutlass_api_src), r3 (2026-12-02 13:11, as run: docs/gpu-validation.md)
+#   s1 (.gpu/a), s2 (.gpu/b .gpu/cutlass_api_src), s3, s4 [, s4] (both .gpu/cutlass_api_src)
+#                                            prepared for the next session, each at once after the last (about
+#                                            60 + 580 + 580 + 580 s): replay the strided bf16 mm winner failure;
+#                                            the workflow's GPU job to its end (issue 12); then the README main
+#                                            job for the rest of the device time (issues 10, 11)
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -405,7 +406,7 @@ r2)  # call 2, at once after r1 (carry .gpu/b .gpu/cutlass_api_src): the README 
   # shellcheck disable=SC1091
   source .gpu/b/install.sh || exit 3
   export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
-  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v
+  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
   bg_wait main-job "${WAIT_S:-560}"
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-200 | tail -30
@@ -439,5 +440,50 @@ r4)  # call 4, at once after r3: the GPU job's end
   grep -E "^== gpu_job_local|verdict|exit status|rc=|FAILED \(" "$out/gpu-job.txt" | cut -c1-240 | tail -20
   head -40 "$out/gpu-job-step-summary.md"
   ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3 or r1-r4" >&2; exit 2 ;;
+s1)  # next session, call 1 (carry .gpu/a), about 60 s: stage the first half; replay the triton wrong winner of
+     # 2026-12-02 (docs/findings.md) alone in a fresh process, with and without the persistent TMA template
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  export PYTHONPATH=$PWD
+  timeout -k 5 150 python3 scripts/gpu_case.py triton \
+    "GemmCase(op='mm', m=1, n=864, k=864, dtype='bfloat16', layout='noncontiguous', seed=7008)" \
+    --variant base --variant GEMMGUARD_TRITON_TMA=0 >"$out/s1-case.txt" 2>&1
+  echo "rc=$?" >>"$out/s1-case.txt"
+  cat "$out/env.txt"; rm -f "$out/env.txt"; cut -c1-400 "$out/s1-case.txt" | tail -30
+  ;;
+s2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the workflow's GPU job, narrowed as in q3 (cutlass
+     # included: /tmp/site_a), in a process session of its own; its rounds now keep each side's kernels
+     # (GEMMGUARD_KERNEL_CACHE), so rounds 2 and 3 should not rebuild CUTLASS (125 s each on 2026-12-02)
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  [ -d .git ] && mv .git /tmp/stale-git
+  export GEMMGUARD_GPU_TESTS="examples tests/gpu/test_backend_logic.py" \
+    GEMMGUARD_GPU_BENCH_ARGS="--gemm-cold-compile=off --gemm-bench-time=0.5 -k test_large"
+  OUT=/tmp/gpu-job-out bg_start gpu-job timeout -k 10 "${JOB_S:-1100}" bash scripts/gpu_job_local.sh
+  bg_wait gpu-job "${JOB_WAIT_S:-570}"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "^== gpu_job_local|::group::|passed|failed|rc=" "$out/gpu-job.txt" | cut -c1-160 | tail -14
+  ;;
+s3)  # call 3, at once: the GPU job's end; then the README main job (every extra, -v --durations=0) started the
+     # same way, waited for with the rest of the call; s4 (and s5, while device time lasts) wait for its end
+  [ -f /tmp/bg-gpu-job.log ] || { echo "s3: no GPU job here (the machine went back: s2 first, then s3 at once)"; exit 3; }
+  bg_wait gpu-job "${JOB_WAIT_S:-240}"
+  cp /tmp/gpu-job-out/step-summary.md "$out/gpu-job-step-summary.md" 2>/dev/null
+  grep -E "^== gpu_job_local|verdict|exit status|rc=|FAILED \(" "$out/gpu-job.txt" | cut -c1-240 | tail -12
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+  export PATH=/tmp/site/bin:$PATH
+  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
+  bg_wait main-job "${MAIN_WAIT_S:-300}"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-160 | tail -8
+  rm -f "$out/env.txt"
+  ;;
+s4)  # call 4 (and again while device time lasts): the main job's end
+  [ -f /tmp/bg-main-job.log ] || { echo "s4: no main job here (see s3)"; exit 3; }
+  bg_wait main-job "${MAIN_WAIT_S:-570}"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -26
+  sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
+  rm -f "$out/env.txt"
+  ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4 or s1-s4" >&2; exit 2 ;;
 esac
