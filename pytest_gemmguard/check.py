@@ -164,7 +164,9 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) ->
     if pool is None or backend.name != gemm.backend or not gemm.use_ahead:
         return None
     job = ahead.job_args(backend, session.compiler, session.options.all_choices)
+    asked = time.perf_counter()
     learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **job)
+    session.tally.add(gemm.backend, "wait_s", time.perf_counter() - asked)  # where the time went (report.py)
     if learnt is None:
         return None
     gemm.ahead = learnt.get("status")

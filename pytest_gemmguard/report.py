@@ -86,6 +86,7 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
         ahead = int(summary.counts[(name, "compiled_ahead")])
         if ahead:
             lines.append(f"{name}: {ahead} examples compiled ahead by worker processes (--gemm-compile-workers)")
+    lines += time_lines(summary, selected)
     for name in selected:
         like_eager = int(summary.counts[(name, "failed_like_eager")])
         if like_eager:
@@ -97,6 +98,24 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
         mine = Counter({reason: k for (backend, reason), k in summary.reasons.items() if backend == name})
         for reason, count in mine.most_common(3):
             lines.append(f"unsupported by {name} ({count}x): {reason}")
+    return lines
+
+
+def time_lines(summary: Tally, selected: list[str]) -> list[str]:
+    """Per backend, where its examples' wall time went: waiting for the compile-ahead workers, compiling in
+    the test process (a compile the workers' cache served costs little here), and the rest (drawing inputs,
+    the oracle, running and judging, confirming candidates, the differential)."""
+    lines = []
+    for name in selected:
+        total = summary.counts[(name, "example_s")]
+        if total <= 0:
+            continue
+        wait, compile_s = summary.counts[(name, "wait_s")], summary.counts[(name, "compile_s")]
+        rest = max(0.0, total - wait - compile_s)
+        lines.append(
+            f"{name}: {total:.1f} s in examples: {wait:.1f} s waiting for compile-ahead workers, {compile_s:.1f} s "
+            f"compiling in the test process, {rest:.1f} s drawing, checking and confirming"
+        )
     return lines
 
 

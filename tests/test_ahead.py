@@ -85,6 +85,23 @@ def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester):
     assert len(ahead_lines) == verified > 0, pooled.stdout.str()  # every verified case was compiled ahead
     assert "compiled ahead" not in alone.stdout.str()
     assert f"aten: {verified} examples compiled ahead by worker processes" in pooled.stdout.str()
+    # Where the time went: the pooled run waits for its worker and compiles little itself (a cache hit of the
+    # worker's compile); the serial one compiles everything in the test process and waits for nobody.
+    (_, wait_p, compile_p, _), (_, wait_a, compile_a, _) = times = _times(pooled), _times(alone)
+    assert wait_p > 0 and wait_a == 0 and compile_p < compile_a, times
+    for total, wait, compile_s, rest in times:
+        assert abs(total - (wait + compile_s + rest)) <= 0.2 and compile_s > 0
+
+
+TIMES = re.compile(
+    r"aten: ([\d.]+) s in examples: ([\d.]+) s waiting for compile-ahead workers, ([\d.]+) s compiling in the "
+    r"test process, ([\d.]+) s drawing, checking and confirming"
+)
+
+
+def _times(result) -> tuple[float, ...]:
+    (found,) = [m for m in map(TIMES.search, result.outlines) if m]
+    return tuple(float(x) for x in found.groups())
 
 
 def test_a_case_that_kills_its_process_fails_and_the_session_goes_on(pytester):
