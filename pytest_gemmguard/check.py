@@ -84,6 +84,9 @@ def _user_eager(fn: Callable[..., Any], flat: tuple) -> Any:
 def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend) -> CheckResult:
     started = time.perf_counter()
     case, inputs = gemm.case, gemm.inputs
+    refused = backend.refuses(case) if fn is None else None  # a user's function may compute in any dtype
+    if refused:
+        raise Unsupported(backend.name, refused)
     expected, tol = case_expected, case_tol = oracle.case_reference(case, inputs)
     if fn is None:
         target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat

@@ -84,12 +84,42 @@ def test_the_swapped_in_kernel_is_what_gets_judged(session, case):
     ids=lambda x: x if isinstance(x, str) else "",
 )
 def test_gemms_the_route_cannot_take_are_unsupported(session, case, why):
+    compiles = session.compiler.stats["compiles"]
     with pytest.raises(Unsupported) as info:
         Gemm(case, ROUTE, session).check()
+    reason = info.value.reason
+    if case.dtype == "float32":  # refused from the case alone (Backend.refuses): no compile paid for it
+        assert "quack takes float16/bfloat16 GEMMs only" in reason and "float32" in reason, reason
+        assert session.compiler.stats["compiles"] == compiles
+        return
     # Refused by the graph pass (the GEMM fell to ATen) or, for what FakeTensors do not show (a graph
     # input's storage offset), by the custom op's own check of the real operands.
-    reason = info.value.reason
     assert "another backend's GEMM kernel" in reason or "quack cannot take it" in reason, reason
+
+
+@pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
+def test_the_refusal_without_a_compile_agrees_with_the_compile(session, dtype):
+    """Backend.refuses must never turn a case the route would run into "unsupported": compiled through the
+    route with the refusal switched off, each dtype it refuses runs no quack kernel, and the others do."""
+
+    class Compiling(CpuRoute):
+        name = "cpu-quack-route-compiling"
+
+        def refuses(self, case):
+            return None
+
+    if Compiling.name not in backends.names():
+        backends.register(Compiling())
+    case = GemmCase("mm", 16, 32, 64, dtype=dtype)
+    refused = backends.get(ROUTE).refuses(case)
+    try:
+        Gemm(case, Compiling.name, session).check()
+        ran = True
+    except Unsupported:
+        ran = False
+    except GemmMismatch:  # the plant is 5% high: its kernel ran
+        ran = True
+    assert ran == (refused is None), (dtype, refused)
 
 
 def test_a_backend_falls_back_to_the_route_case_by_case_and_names_it(session):

@@ -80,6 +80,12 @@ class Backend:
         """True when `launch` is a GEMM kernel of this backend."""
         raise NotImplementedError
 
+    def refuses(self, case: Any) -> str | None:
+        """Optional: why no GEMM of the case's own function (a GemmCase, not a user's function) can be this
+        backend's, decided from the case alone where the backend's own rule says so exactly; None: compile and
+        see. The case is then unsupported without a compile (never a pass: no kernel of it ran)."""
+        return None
+
     def refusals(self) -> list[str]:
         """Optional: why this backend's own route left GEMMs to another backend in the compiles since
         `forget_refusals` (a route that swaps in a kernel of its own knows; Inductor's backends do not)."""

@@ -161,6 +161,14 @@ class CuteDslQuackBackend(Backend):
     def claims(self, launch: KernelLaunch) -> bool:
         return launch.kind == "custom" and launch.name == OP_NAME
 
+    def refuses(self, case: Any) -> str | None:
+        # The swap pass takes a GEMM only in float16/bfloat16 (`takes`), and a case's own GEMM runs in its
+        # dtype: for any other the compile would only run ATen (on the H200 such a compile of the fallback
+        # route cost up to 44 s beside the compile-ahead workers).
+        if case.dtype not in ("float16", "bfloat16"):
+            return f"quack takes float16/bfloat16 GEMMs only; this case's GEMM is {case.dtype} (no compile)"
+        return None
+
     def describe_kernel(self, launch: KernelLaunch) -> str:
         return f"{launch.name} (cutedsl[quack])" if self.claims(launch) else launch.name
 
