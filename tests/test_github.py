@@ -193,40 +193,9 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-# Both sides log each autotuning of their mm (a planted extra choice that is right and reports itself slow,
-# so it loses): with the process and the side's kernel cache, to show that every round autotunes afresh.
-AUTOTUNE_LOG = """
-import os
-
-import torch
-from torch._inductor import select_algorithm
-
-
-def slow_mm(a, b, out):
-    torch.mm(a, b, out=out)
-
-
-CHOICE = select_algorithm.ExternKernelChoice(slow_mm, name="gemmguard_test_rounds_mm")
-
-
-def plant(choices):
-    nodes = choices[0].input_nodes if choices else ()
-    if len(nodes) != 2 or not all(len(n.get_size()) == 2 for n in nodes):
-        return choices
-    caller = CHOICE.bind(nodes, choices[0].layout)
-    measured = caller.benchmark
-
-    def benchmark(*args, out):
-        with open(os.environ["GG_AUTOTUNE_LOG"], "a") as fh:
-            fh.write(f"{os.environ.get('GEMMGUARD_KERNEL_CACHE')} {os.getpid()}\\n")
-        return measured(*args, out=out) + 1000.0
-
-    caller.benchmark = benchmark
-    return [*choices, caller]
-
-
-select_algorithm.add_preprocessing_fn(plant)
-"""
+# Both sides log each autotuning of their mm with the process and the side's kernel cache
+# (plants.AUTOTUNE_LOG_CONFTEST), to show that every round autotunes afresh.
+AUTOTUNE_LOG = plants.AUTOTUNE_LOG_CONFTEST
 
 
 def test_a_planted_slowdown_fails_every_round_against_the_base_commit(pytester, monkeypatch):

@@ -12,43 +12,9 @@ import os
 from pathlib import Path
 
 import pytest
+from actrun import plants
 
-# A second extern mm that is right but reports itself slow, so autotuning runs (ATen alone offers one choice
-# on the CPU) and the real mm wins; each benchmark of it appends a line to autotuned.txt.
-PLANT = """
-import os
-
-import torch
-from torch._inductor import select_algorithm
-
-LOG = os.path.join(os.path.dirname(__file__), "autotuned.txt")
-
-
-def slow_mm(a, b, out):
-    torch.mm(a, b, out=out)
-
-
-CHOICE = select_algorithm.ExternKernelChoice(slow_mm, name="gemmguard_test_kernel_cache_mm")
-
-
-def plant(choices):
-    nodes = choices[0].input_nodes if choices else ()
-    if len(nodes) == 2 and all(len(n.get_size()) == 2 for n in nodes):
-        caller = CHOICE.bind(nodes, choices[0].layout)
-        measured = caller.benchmark
-
-        def benchmark(*args, out):
-            with open(LOG, "a") as fh:
-                fh.write("autotuned\\n")
-            return measured(*args, out=out) + 1000.0
-
-        caller.benchmark = benchmark
-        return [*choices, caller]
-    return choices
-
-
-select_algorithm.add_preprocessing_fn(plant)
-"""
+PLANT = plants.AUTOTUNE_LOG_CONFTEST  # a right extra mm choice; each autotuning of it adds a line
 
 TEST = """
 from pytest_gemmguard import gemm_case

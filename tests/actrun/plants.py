@@ -1,5 +1,6 @@
 """Planted defects shared by the gate's tests (tests/test_github.py) and the workflow runs
-(tests/test_workflows.py): conftest sources a test writes into its own temporary project."""
+(tests/test_workflows.py), and a planted witness of autotuning (tests/test_kernel_cache.py too): conftest
+sources a test writes into its own temporary project."""
 
 # A compiled slowdown: every compiled GEMM runs in float64 (the same result, about 5x slower), eager untouched,
 # as an Inductor regression would be.
@@ -30,4 +31,42 @@ class UpcastGemms(CustomGraphPass):
 
 _options = AtenBackend.inductor_options
 AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": UpcastGemms()}
+"""
+
+# A witness of autotuning: a second extern mm that is right but reports itself slow, so autotuning runs (ATen
+# alone offers one choice on the CPU) and the real mm wins. Each time autotuning benchmarks it, one line goes to
+# $GG_AUTOTUNE_LOG (else autotuned.txt beside the conftest): the process's kernel cache and its pid.
+AUTOTUNE_LOG_CONFTEST = """
+import os
+
+import torch
+from torch._inductor import select_algorithm
+
+LOG = os.environ.get("GG_AUTOTUNE_LOG") or os.path.join(os.path.dirname(__file__), "autotuned.txt")
+
+
+def slow_mm(a, b, out):
+    torch.mm(a, b, out=out)
+
+
+CHOICE = select_algorithm.ExternKernelChoice(slow_mm, name="gemmguard_test_autotune_log_mm")
+
+
+def plant(choices):
+    nodes = choices[0].input_nodes if choices else ()
+    if len(nodes) != 2 or not all(len(n.get_size()) == 2 for n in nodes):
+        return choices
+    caller = CHOICE.bind(nodes, choices[0].layout)
+    measured = caller.benchmark
+
+    def benchmark(*args, out):
+        with open(LOG, "a") as fh:
+            fh.write(f"{os.environ.get('GEMMGUARD_KERNEL_CACHE')} {os.getpid()}\\n")
+        return measured(*args, out=out) + 1000.0
+
+    caller.benchmark = benchmark
+    return [*choices, caller]
+
+
+select_algorithm.add_preprocessing_fn(plant)
 """
