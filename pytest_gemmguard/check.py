@@ -135,6 +135,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
                 session, gemm, backend.name, target, flat, weights, (expected, tol, expected_dtype)
             )
         raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype), others))
+    found: list[confirm.Confirmation] = []
     if wrong:
         # The winner was right. A losing candidate fails the case only when a compile that picks it is wrong
         # too (confirm.py); then it is a wrong result (known failures and shrinking apply). No repro script:
@@ -153,6 +154,8 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
             right = sum(c.outcome == confirm.RIGHT for c in found)
             session.tally.add(gemm.backend, "candidates_unconfirmed", right)
             session.tally.add(gemm.backend, "candidates_unsettled", len(found) - right)
+    cleared = (c.candidate.name for c in found if c.outcome == confirm.RIGHT)
+    gemm.judged_right += (*(r.name for r in seen if r.checked and not r.wrong), *cleared)
     session.tally.add(gemm.backend, "verified")
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         session.tally.add(gemm.backend, "fused")

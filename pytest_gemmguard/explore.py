@@ -91,7 +91,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             outcome["ran"] += 1
             verdict = "verified"
             if tracker is not None and gemm.checks:
-                tracker.note_pass(case, gemm.route)
+                tracker.note_pass(case, gemm.route, gemm.judged_right)
         except Unsupported as exc:
             outcome["unsupported"] += 1
             reasons[exc.reason] += 1

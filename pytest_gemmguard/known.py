@@ -43,8 +43,8 @@ Use from the runner (one tracker per test and backend)::
 
     known = load(path)                                  # once per session
     tracker = KnownTracker(known, backend)              # installed versions read once, cached
-    # each example: the backend's kernel ran and was right
-    tracker.note_pass(case, route=route)
+    # each example: the backend's kernel ran and was right (judged: the autotune candidates judged right)
+    tracker.note_pass(case, route=route, judged=gemm.judged_right)
     # each example that failed: GemmMismatch -> "wrong-result", any other error of the compile/run -> "raises";
     # a CandidateMismatch (a losing candidate wrong) also passes the names of its confirmed wrong candidates
     entry = tracker.note_failure(case, "wrong-result", route=route, candidates=exc.candidates)
@@ -156,9 +156,11 @@ class KnownTracker:
         self.failures: Counter = Counter()  # entry id -> failures it explained
         self.first_failure: dict[str, Any] = {}  # entry id -> the first case it explained
 
-    def note_pass(self, case: Any, route: str | None = None) -> None:
+    def note_pass(self, case: Any, route: str | None = None, judged: Sequence[str] = ()) -> None:
+        """An example passed; `judged`: the autotune candidates its checks judged right (an entry that names
+        candidates counts the pass only where one of its own was among them)."""
         for entry in self.entries:
-            if entry.covers(case, route):
+            if entry.covers(case, route) and entry.witnessed(judged):
                 self.passes[entry.id] += 1
 
     def note_failure(

@@ -170,6 +170,14 @@ class Entry:
             any(fnmatchcase(name, pattern) for pattern in self.candidates) for name in candidates
         )
 
+    def witnessed(self, judged: Sequence[str] = ()) -> bool:
+        """Whether a pass of a covered case shows this bug gone: always, unless the entry names candidates;
+        then only where one of them was judged right (a case whose autotuning never offered the template
+        could not show it)."""
+        if self.candidates is None:
+            return True
+        return any(fnmatchcase(name, pattern) for name in judged for pattern in self.candidates)
+
     def line(self) -> str:
         return f"{self.id}: {self.reason} ({self.link})"
 

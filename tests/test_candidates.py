@@ -148,6 +148,21 @@ def test_a_known_entry_that_names_candidates_explains_only_those(pytester, names
         assert f"extern_kernels.gemmguard_test_slow_mm_{tag}" in out and "confirmed" in out
 
 
+@pytest.mark.parametrize(
+    "names,xpass", [('"extern_kernels.gemmguard_test_slow_mm_*"', True), ('"triton_mm_persistent_tma_*"', False)]
+)
+def test_a_template_entry_is_xpass_only_where_its_template_ran_right(pytester, names, xpass):
+    """The planted candidate is right now: an entry naming it no longer tells the truth (XPASS, a failure
+    under --gemm-known-strict); an entry naming a template this run never offered says nothing either way."""
+    tag = "xpass_" + "".join(ch for ch in names if ch.isalpha())[:24]
+    pytester.makeconftest(PLANT.format(skew=0.0, bench_skew=0, tag=tag))
+    pytester.makepyfile(MM_TEST)
+    pytester.path.joinpath("known.toml").write_text(KNOWN_CANDIDATE.format(names=names))
+    result = pytester.runpytest_inprocess(*RUN, "--gemm-known=known.toml", "--gemm-known-strict")
+    result.assert_outcomes(**({"failed": 1} if xpass else {"passed": 1}))
+    assert ("known failure no longer shows: planted-slow-mm" in result.stdout.str()) == xpass
+
+
 @pytest.fixture
 def planted(tmp_path, monkeypatch):
     """The plant, in this process: a wrong slow candidate for every mm selection."""

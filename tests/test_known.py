@@ -574,6 +574,19 @@ def test_an_entry_that_names_candidates_explains_only_candidate_failures_of_thos
     assert tracker.note_failure(c, "wrong-result", candidates=["tma_3"]).id == entry.id
 
 
+def test_an_entry_that_names_candidates_is_xpass_only_where_they_ran_and_were_right(tmp_path):
+    # A pass where autotuning never offered the template says nothing about its bug: no XPASS from it.
+    known = kn.load(write(tmp_path, entry_text(candidates='"tma_*"')), NAMES)
+    plain = kn.load(write(tmp_path, entry_text(), "plain.toml"), NAMES)
+    for judged, xpass in (((), False), (("triton_mm_3",), False), (("triton_mm_3", "tma_7"), True)):
+        tracker = kn.KnownTracker(known, "cpp", {"torch": "2.13.0"})
+        tracker.note_pass(case(), judged=judged)
+        assert bool(tracker.xpassed()) == xpass, judged
+        other = kn.KnownTracker(plain, "cpp", {"torch": "2.13.0"})  # an entry without candidates: any pass
+        other.note_pass(case(), judged=judged)
+        assert other.xpassed() == list(plain.entries)
+
+
 def test_at_1x1x1_the_dense_layouts_are_the_same_tensors():
     # Why the NVGEMM entry may list four layouts for one observed case: their inputs are identical.
     from pytest_gemmguard.cases import build_inputs
