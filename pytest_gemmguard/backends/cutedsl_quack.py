@@ -163,8 +163,8 @@ class CuteDslQuackBackend(Backend):
 
     def refuses(self, case: Any) -> str | None:
         # The swap pass takes a GEMM only in float16/bfloat16 (`takes`), and a case's own GEMM runs in its
-        # dtype: for any other the compile would only run ATen (on the H200 such a compile of the fallback
-        # route cost up to 44 s beside the compile-ahead workers).
+        # dtype: for any other the compile would only run ATen (on the H200 a float32 cutedsl example, whose
+        # path includes this fallback's compile in the test process, took 44 s to end unsupported).
         if case.dtype not in ("float16", "bfloat16"):
             return f"quack takes float16/bfloat16 GEMMs only; this case's GEMM is {case.dtype} (no compile)"
         return None
