@@ -21,8 +21,8 @@
 #   s1 (.gpu/a), s2 (.gpu/b .gpu/cutlass_api_src), s3, s4 [, s4] (both .gpu/cutlass_api_src)
 #                                            prepared for the next session, each at once after the last (about
 #                                            60 + 580 + 580 + 580 s): replay the strided bf16 mm winner failure;
-#                                            the workflow's GPU job to its end (issue 12); then the README main
-#                                            job for the rest of the device time (issues 10, 11)
+#                                            the workflow's GPU job to its end (issue 12); then, never beside
+#                                            it, the README main job for the rest of the device time (10, 11)
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -465,24 +465,27 @@ s2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the workflow's GPU j
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "^== gpu_job_local|::group::|passed|failed|rc=" "$out/gpu-job.txt" | cut -c1-160 | tail -14
   ;;
-s3)  # call 3, at once: the GPU job's end; then the README main job (every extra, -v --durations=0) started the
-     # same way, waited for with the rest of the call; s4 (and s5, while device time lasts) wait for its end
-  [ -f /tmp/bg-gpu-job.log ] || { echo "s3: no GPU job here (the machine went back: s2 first, then s3 at once)"; exit 3; }
-  bg_wait gpu-job "${JOB_WAIT_S:-240}"
+s3|s4)  # calls 3 and 4 (and more while device time lasts), each at once after the last: the GPU job's end;
+        # only then the README main job (every extra, -v --durations=0), started in a process session of its
+        # own, never beside the GPU job's benchmarks (they would time a busy machine); then its end
+  [ -f /tmp/bg-gpu-job.log ] || { echo "$phase: no GPU job here (the machine went back: s2, then s3 at once)"; exit 3; }
+  budget=${CALL_S:-570}
+  [ -f /tmp/bg-gpu-job.done ] || bg_wait gpu-job "$budget"
   cp /tmp/gpu-job-out/step-summary.md "$out/gpu-job-step-summary.md" 2>/dev/null
+  grep -v DEBUG /tmp/bg-gpu-job.log >"$out/gpu-job.txt" 2>/dev/null
   grep -E "^== gpu_job_local|verdict|exit status|rc=|FAILED \(" "$out/gpu-job.txt" | cut -c1-240 | tail -12
-  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
-  export PATH=/tmp/site/bin:$PATH
-  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
-  bg_wait main-job "${MAIN_WAIT_S:-300}"
-  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-160 | tail -8
-  rm -f "$out/env.txt"
-  ;;
-s4)  # call 4 (and again while device time lasts): the main job's end
-  [ -f /tmp/bg-main-job.log ] || { echo "s4: no main job here (see s3)"; exit 3; }
-  bg_wait main-job "${MAIN_WAIT_S:-570}"
-  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -26
-  sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
+  if [ -f /tmp/bg-gpu-job.done ] || ! kill -0 "$(cat /tmp/bg-gpu-job.pid)" 2>/dev/null; then  # ended, or died
+    export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+    export PATH=/tmp/site/bin:$PATH
+    [ -f /tmp/bg-main-job.pid ] ||
+      bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
+    left=$((budget - SECONDS)); [ "$left" -lt 5 ] && left=5
+    bg_wait main-job "$left"
+    grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -26
+    sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -40
+  else
+    echo "$phase: the GPU job has not finished: the main job waits (call $phase again at once)"
+  fi
   rm -f "$out/env.txt"
   ;;
 *) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4 or s1-s4" >&2; exit 2 ;;
