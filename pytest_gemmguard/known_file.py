@@ -166,17 +166,17 @@ class Entry:
             return False
         if self.candidates is None:
             return True
-        return bool(candidates) and all(
-            any(fnmatchcase(name, pattern) for pattern in self.candidates) for name in candidates
-        )
+        return bool(candidates) and all(self.names(name) for name in candidates)
 
     def witnessed(self, judged: Sequence[str] = ()) -> bool:
         """Whether a pass of a covered case shows this bug gone: always, unless the entry names candidates;
         then only where one of them was judged right (a case whose autotuning never offered the template
         could not show it)."""
-        if self.candidates is None:
-            return True
-        return any(fnmatchcase(name, pattern) for name in judged for pattern in self.candidates)
+        return self.candidates is None or any(self.names(name) for name in judged)
+
+    def names(self, candidate: str) -> bool:
+        """Whether one of the entry's `candidates` patterns names this autotune candidate."""
+        return any(fnmatchcase(candidate, pattern) for pattern in self.candidates or ())
 
     def line(self) -> str:
         return f"{self.id}: {self.reason} ({self.link})"

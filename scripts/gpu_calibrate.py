@@ -69,6 +69,9 @@ def same_specialisation(seed_case, drawn: list, k: int) -> list:
     return fitting[:k]
 
 
+KNOWN_FILE = os.path.join(os.path.dirname(__file__), "..", "gemmguard-known.toml")  # the project's own
+
+
 def explain(row: dict, case, col: str, known, versions, static_check, candidates=()) -> None:
     """Why a case is over the bound, when something other than the oracle says so (see main). `candidates`:
     the confirmed wrong autotune candidates when the winner was right (a known entry may name them)."""
@@ -93,7 +96,7 @@ def rematch(rows: list, col: str, versions: dict) -> None:
     from pytest_gemmguard import known as known_mod
     from pytest_gemmguard.cases import GemmCase
 
-    known = known_mod.load(os.path.join(os.path.dirname(__file__), "..", "gemmguard-known.toml"))
+    known = known_mod.load(KNOWN_FILE)
     for row in rows:
         if row.get(col, 0) <= 1:
             continue
@@ -221,7 +224,7 @@ def main() -> int:
     # Each case over the bound is explained where it can be: by an entry of the project's known-failures
     # file, or (dynamic compiles) by the same case passing a static compile of its own in this process,
     # which shows that the oracle is right on these inputs and the dynamic-shape kernel is not.
-    known = known_mod.load(os.path.join(os.path.dirname(__file__), "..", "gemmguard-known.toml"))
+    known = known_mod.load(KNOWN_FILE)
     versions = known_mod.installed_versions(("torch", "triton", *known.packages()))
     static_session: list = []
 

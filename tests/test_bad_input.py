@@ -71,6 +71,14 @@ def test_every_flag_with_a_bad_value_is_one_line_naming_it(pytester, flag):
     _one_error_line(pytester.runpytest_inprocess(f"{flag}={value}", "-p", "no:cacheprovider"), message)
 
 
+def test_one_run_cannot_name_both_caches(pytester, tmp_path):
+    pytester.makepyfile(SIMPLE)
+    result = pytester.runpytest_inprocess(
+        f"--gemm-cache-dir={tmp_path / 'a'}", f"--gemm-kernel-cache={tmp_path / 'b'}", "-p", "no:cacheprovider"
+    )
+    _one_error_line(result, "--gemm-cache-dir and --gemm-kernel-cache name two caches for one run; give one")
+
+
 @pytest.mark.parametrize(
     ("where", "setup", "message"),
     [

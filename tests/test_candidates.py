@@ -125,6 +125,16 @@ reason = "the planted slow mm is wrong"
 """
 
 
+def _plant_with_entry(pytester, names: str, skew: float, prefix: str) -> str:
+    """The plant (wrong by `skew`) and a known entry naming `names`; returns the plant's tag, one of its own per
+    use: Inductor keeps every extern choice it made, by name, for the process."""
+    tag = prefix + "".join(ch for ch in names if ch.isalpha())[:24]
+    pytester.makeconftest(PLANT.format(skew=skew, bench_skew=0, tag=tag))
+    pytester.makepyfile(MM_TEST)
+    pytester.path.joinpath("known.toml").write_text(KNOWN_CANDIDATE.format(names=names))
+    return tag
+
+
 @pytest.mark.parametrize(
     "names,outcome",
     [
@@ -134,11 +144,7 @@ reason = "the planted slow mm is wrong"
     ids=["named", "another-name"],
 )
 def test_a_known_entry_that_names_candidates_explains_only_those(pytester, names, outcome):
-    # A tag of its own per parameter: Inductor keeps every extern choice it made, by name, for the process.
-    tag = "known_" + "".join(ch for ch in names if ch.isalpha())[:24]
-    pytester.makeconftest(PLANT.format(skew=0.01, bench_skew=0, tag=tag))
-    pytester.makepyfile(MM_TEST)
-    pytester.path.joinpath("known.toml").write_text(KNOWN_CANDIDATE.format(names=names))
+    tag = _plant_with_entry(pytester, names, 0.01, "known_")
     result = pytester.runpytest_inprocess(*RUN, "--gemm-known=known.toml", "-rx")
     result.assert_outcomes(**outcome)
     out = result.stdout.str()
@@ -154,10 +160,7 @@ def test_a_known_entry_that_names_candidates_explains_only_those(pytester, names
 def test_a_template_entry_is_xpass_only_where_its_template_ran_right(pytester, names, xpass):
     """The planted candidate is right now: an entry naming it no longer tells the truth (XPASS, a failure
     under --gemm-known-strict); an entry naming a template this run never offered says nothing either way."""
-    tag = "xpass_" + "".join(ch for ch in names if ch.isalpha())[:24]
-    pytester.makeconftest(PLANT.format(skew=0.0, bench_skew=0, tag=tag))
-    pytester.makepyfile(MM_TEST)
-    pytester.path.joinpath("known.toml").write_text(KNOWN_CANDIDATE.format(names=names))
+    _plant_with_entry(pytester, names, 0.0, "xpass_")
     result = pytester.runpytest_inprocess(*RUN, "--gemm-known=known.toml", "--gemm-known-strict")
     result.assert_outcomes(**({"failed": 1} if xpass else {"passed": 1}))
     assert ("known failure no longer shows: planted-slow-mm" in result.stdout.str()) == xpass

@@ -11,7 +11,6 @@ everything, the FX graph cache with its winner included) show that the log does 
 import os
 from pathlib import Path
 
-import pytest
 from actrun import plants
 
 PLANT = plants.AUTOTUNE_LOG_CONFTEST  # a right extra mm choice; each autotuning of it adds a line
@@ -62,13 +61,3 @@ def test_a_full_cache_keeps_the_decision_which_the_log_sees(pytester, tmp_path):
     Without this the first test's "autotuned again" could not tell a kept decision from a fresh one."""
     tuned, _ = _two_runs(pytester, "--gemm-cache-dir", tmp_path / "everything")
     assert tuned[0] >= 1 and tuned[1] == 0, tuned
-
-
-def test_one_run_cannot_name_both_caches(pytester, tmp_path):
-    pytester.makepyfile(TEST)
-    result = pytester.runpytest_inprocess(
-        f"--gemm-cache-dir={tmp_path / 'a'}", f"--gemm-kernel-cache={tmp_path / 'b'}", "-p", "no:cacheprovider"
-    )
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = [line for line in result.errlines if line.startswith("ERROR:")]
-    assert len(errors) == 1 and "--gemm-cache-dir and --gemm-kernel-cache name two caches" in errors[0]
