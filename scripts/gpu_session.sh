@@ -23,6 +23,9 @@
 #                                            60 + 580 + 580 + 580 s): replay the strided bf16 mm winner failure;
 #                                            the workflow's GPU job to its end (issue 12); then, never beside
 #                                            it, the README main job for the rest of the device time (10, 11)
+#   t1 (.gpu/a), t2 (.gpu/b .gpu/cutlass_api_src), t3, t4 (.gpu/cutlass_api_src)   (2026-12-02 evening): the
+#                                            s1 replay beside a 2000-case triton calibration; the GPU job to its
+#                                            end; then the ten main job items no run has reached yet
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -488,5 +491,57 @@ s3|s4)  # calls 3 and 4 (and more while device time lasts), each at once after t
   fi
   rm -f "$out/env.txt"
   ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4 or s1-s4" >&2; exit 2 ;;
+t1)  # 2026-12-02 evening, call 1 (carry .gpu/a), about 450 s: stage the first half; replay the triton wrong
+     # winner of 13:11 (docs/findings.md) with and without the persistent TMA template; beside it the triton
+     # calibration (issue 10) on seeds no run has used, 10 shards of dynamic compiles, for about 2000 cases
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  export PYTHONPATH=$PWD
+  (TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 150 python3 scripts/gpu_case.py triton \
+    "GemmCase(op='mm', m=1, n=864, k=864, dtype='bfloat16', layout='noncontiguous', seed=7008)" \
+    --variant base --variant GEMMGUARD_TRITON_TMA=0 >"$out/t1-case.txt" 2>&1; echo "rc=$?" >>"$out/t1-case.txt") &
+  for i in 0 1 2 3 4 5 6 7 8 9; do
+    (TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 "$((${CAL_S:-380} + 40))" python3 scripts/gpu_calibrate.py \
+      --backend triton --dynamic --cases 4000 --seeds 20 --seed-base 7100 --per-structure 20 --compiled 100000 \
+      --shard "$i/10" --deadline "${CAL_S:-380}" --out /tmp/calib >"/tmp/calib-$i.txt" 2>&1) &
+  done
+  wait
+  python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/t1-calib-triton.txt" 2>&1
+  cat /tmp/calib/calibration-*.jsonl >"$out/t1-calibration-triton.jsonl" 2>/dev/null
+  cat "$out/env.txt"; rm -f "$out/env.txt"; cut -c1-300 "$out/t1-case.txt" | tail -12
+  grep "^TOTAL\|^TIME" "$out/t1-calib-triton.txt"; grep "^OVER" "$out/t1-calib-triton.txt" | cut -c1-200 | head -8
+  ;;
+t2)  # call 2 = s2 (carry .gpu/b .gpu/cutlass_api_src): the workflow's GPU job to its end, in a session of its own
+  exec bash "$0" s2
+  ;;
+t3|t4)  # calls 3 and 4 (carry .gpu/cutlass_api_src), each at once after the last: the GPU job's end; only then
+        # the ten README main job items no H200 run has reached yet (test_user_function, test_batched_edges on
+        # every backend; the first 14 ran on 2026-12-02 13:15), -v --durations=0, with a CPU/GPU use sampler
+  [ -f /tmp/bg-gpu-job.log ] || { echo "$phase: no GPU job here (the machine went back)"; exit 3; }
+  budget=${CALL_S:-570}
+  [ -f /tmp/bg-gpu-job.done ] || bg_wait gpu-job "$budget"
+  cp /tmp/gpu-job-out/step-summary.md "$out/gpu-job-step-summary.md" 2>/dev/null
+  cp -r /tmp/gpu-job-out/gemmguard-report "$out/" 2>/dev/null
+  grep -v DEBUG /tmp/bg-gpu-job.log >"$out/gpu-job.txt" 2>/dev/null
+  grep -E "^== gpu_job_local|verdict|exit status|rc=|FAILED \(" "$out/gpu-job.txt" | cut -c1-240 | tail -12
+  if [ -f /tmp/bg-gpu-job.done ] || ! kill -0 "$(cat /tmp/bg-gpu-job.pid)" 2>/dev/null; then
+    export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+    export PATH=/tmp/site/bin:$PATH
+    if [ ! -f /tmp/bg-rest.pid ]; then
+      bg_start use bash -c 'while :; do echo "$(date +%s) $(head -1 /proc/stat) gpu=$(nvidia-smi \
+        --query-gpu=utilization.gpu --format=csv,noheader,nounits)"; sleep 5; done'
+      bg_start rest timeout -k 10 "${MAIN_S:-1000}" python3 -m pytest "${plugins[@]}" examples -v --durations=0 \
+        -k "test_user_function or test_batched_edges"
+    fi
+    left=$((budget - SECONDS)); [ "$left" -lt 5 ] && left=5
+    bg_wait rest "$left"
+    grep -v DEBUG /tmp/bg-use.log >"$out/use.txt" 2>/dev/null
+    grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/rest.txt" | cut -c1-160 | tail -16
+    sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/rest.txt" | head -30
+  else
+    echo "$phase: the GPU job has not finished (call $phase again at once)"
+  fi
+  rm -f "$out/env.txt"
+  ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4 or t1-t4" >&2; exit 2 ;;
 esac
