@@ -128,13 +128,13 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         if ratio > 1:
             session.tally.add(gemm.backend, "failed_like_eager")
         path = repro.write(session.options.repro_dir, gemm, fn, backend, verdict, session.compiler.dynamic)
+        weights, reference = OPS[case.op].weight_positions, (expected, tol, expected_dtype)
+        blamed, lines = _blame_winner(session, gemm, backend, target, flat, weights, reference, seen)
         others = None
-        if _reported(session, gemm):
-            weights = OPS[case.op].weight_positions
-            others = differential.run(
-                session, gemm, backend.name, target, flat, weights, (expected, tol, expected_dtype)
-            )
-        raise GemmMismatch(failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype), others))
+        if _reported(session, gemm, blamed):
+            others = differential.run(session, gemm, backend.name, target, flat, weights, reference)
+        report = failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype), others)
+        raise GemmMismatch("\n".join([report, *(f"  {line}" for line in lines)]), blamed)
     found: list[confirm.Confirmation] = []
     if wrong:
         # The winner was right. A losing candidate fails the case only when a compile that picks it is wrong
@@ -185,7 +185,21 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) ->
     return learnt
 
 
-def _reported(session: GemmSession, gemm: Gemm) -> bool:
+def _blame_winner(session, gemm, backend, target, flat, weights, reference, seen) -> tuple[tuple[str, ...], list]:
+    """A wrong winner blamed on the autotune candidates a known entry names, where that is proven (confirm.py):
+    only for a case some entry with `candidates` covers, so nothing else pays for the extra compiles."""
+    if session.known is None or not seen:
+        return (), []
+    from . import known
+
+    facts = known.machine_facts(session.known)
+    patterns = known.blame_patterns(session.known, gemm.backend, gemm.case, facts, gemm.route)
+    if not patterns:
+        return (), []
+    return confirm.blame(session, gemm, backend, target, flat, weights, reference, seen, patterns)
+
+
+def _reported(session: GemmSession, gemm: Gemm, blamed: tuple[str, ...] = ()) -> bool:
     """Whether this failure is one a reader will see: the example Hypothesis reports (not a step of its
     shrinking) and not one the known-failures file explains. Only those pay for a cross-backend differential."""
     if not hypothesis_compat.is_final_example():
@@ -195,7 +209,7 @@ def _reported(session: GemmSession, gemm: Gemm) -> bool:
     from . import known
 
     facts = known.machine_facts(session.known)
-    return known.match(session.known, gemm.backend, gemm.case, facts, "wrong-result", gemm.route) is None
+    return known.match(session.known, gemm.backend, gemm.case, facts, "wrong-result", gemm.route, blamed) is None
 
 
 def _fused(kernel_name: str) -> bool:

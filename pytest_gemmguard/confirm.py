@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from . import candidates, differential
@@ -97,8 +98,6 @@ def run(
 
 
 def _confirm(session, backend, target, flat, weights, reference, result) -> tuple[str, float | None, str]:
-    import torch
-
     identity = candidates.identity(result.name, result.description)
     op = result.op.split(" ", 1)[0]  # the selection it was judged in: "addmm (19,) x ..." -> addmm
 
@@ -109,6 +108,23 @@ def _confirm(session, backend, target, flat, weights, reference, result) -> tupl
             return False
         return selection_op == op and candidates.identity(facts.name, facts.description) == identity
 
+    only = inductor.only_choices(keep)
+    verdict, cut, error = _compile_judged(session, backend, target, flat, weights, reference, only)
+    if verdict is None:
+        return "error", None, error
+    if not cut:
+        return "not offered", None, f"no {op} selection of the new compile offered it"
+    if any(n != 1 for n in cut):
+        return "not isolated", None, f"{max(cut)} choices of one selection matched it"
+    return ("right" if verdict.ok else "wrong"), verdict.max_ratio, ""
+
+
+def _compile_judged(session, backend, target, flat, weights, reference, choices):
+    """Compile the case afresh inside `choices` (an adapter context that narrows autotuning's choices and
+    yields its counts), run it on the case's inputs and judge it: (verdict, counts, ""), or (None, counts,
+    why) when the compile or run raised."""
+    import torch
+
     def run_synced(compiled: Any, args: Sequence[Any]) -> tuple[Any, Any]:
         # Not run_checked: an extern candidate is not the backend's own kernel.
         out, record = compiled(*args)
@@ -117,16 +133,54 @@ def _confirm(session, backend, target, flat, weights, reference, result) -> tupl
         return out, record
 
     try:
-        with inductor.patched_config({"fx_graph_cache": False}), inductor.only_choices(keep) as cut:
+        with inductor.patched_config({"fx_graph_cache": False}), choices as cut:
             compiled = session.compiler.compile_fresh(backend, target, flat, weights)
             verdict = differential.side_run(session, compiled, flat, reference, run=run_synced)
     except Exception as exc:
         if "cuda error" in str(exc).lower():
             # The CUDA context may be gone: the case fails with the reason, never "unconfirmed".
             raise BackendCrashed(backend.name, exc) from exc
-        return "error", None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-    if not cut:
-        return "not offered", None, f"no {op} selection of the new compile offered it"
-    if any(n != 1 for n in cut):
-        return "not isolated", None, f"{max(cut)} choices of one selection matched it"
-    return ("right" if verdict.ok else "wrong"), verdict.max_ratio, ""
+        return None, [], f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    return verdict, cut, ""
+
+
+def blame(
+    session: GemmSession,
+    gemm: Gemm,
+    backend: Backend,
+    target: Callable[..., Any],
+    flat: Sequence[Any],
+    weights: Sequence[int],
+    reference: tuple[torch.Tensor, torch.Tensor, torch.dtype],
+    seen: Sequence[CandidateResult],
+    patterns: Sequence[str],
+) -> tuple[tuple[str, ...], list[str]]:
+    """A wrong winner blamed on the candidates `patterns` name (a known entry's), or nothing: the names blamed
+    and the report's lines saying how. Which candidate won is not recorded anywhere gemmguard can read, so
+    the fault must follow the named ones both ways: each named candidate this compile's autotuning judged
+    wrong is wrong compiled alone too (`run`), and a compile offered every other choice but none of the named
+    ones is right on the same inputs. Anything less blames nothing, and the case fails as before."""
+    named = [r for r in seen if r.wrong and any(fnmatchcase(r.name, p) for p in patterns)]
+    if not named:
+        return (), []
+    found = [c for c in run(session, gemm, backend, target, flat, weights, reference, named) if c.confirmed]
+    if not found:
+        return (), []
+
+    def named_choice(selection_op: str, choice: Any) -> bool:
+        try:
+            name = inductor.choice_facts(choice).name
+        except Exception:
+            return False  # a choice gemmguard cannot read is not one of the named: it stays offered
+        return any(fnmatchcase(name, p) for p in patterns)
+
+    session.progress(f"[{gemm.backend}] {gemm.case.describe()}: compiling without {', '.join(patterns)} to blame them")
+    verdict, removed, _ = _compile_judged(
+        session, backend, target, flat, weights, reference, inductor.without_choices(named_choice)
+    )
+    if verdict is None or not verdict.ok or not removed or 0 in removed:
+        return (), []  # still wrong, raised, or the named were not (all) withheld: the winner stays unexplained
+    lines = [f"blamed:    {c.line()}" for c in found]
+    lines.append(f"blamed:    compiled without {', '.join(patterns)}: right on the case's inputs, max|err|/tol "
+                 f"{verdict.max_ratio:.3g}; so the wrong winner was one of them")  # fmt: skip
+    return tuple(c.candidate.name for c in found), lines

@@ -96,13 +96,9 @@ class KnownFailureFixed(GemmguardError):
 
 
 class GemmMismatch(GemmguardError, AssertionError):
-    """A backend's kernel ran and produced a wrong result."""
-
-
-class CandidateMismatch(GemmMismatch):
-    """The winner was right, but another autotune candidate of the case was wrong: it is a wrong result the
-    next GPU or shape may pick, so it is handled as one (known failures, shrinking). `candidates` names the
-    candidates that fail the case: each confirmed wrong by a compile that picks it (a known entry may name them)."""
+    """A backend's kernel ran and produced a wrong result. `candidates` names the autotune candidates the
+    failure is confirmed to come from, where it is (a known entry may name them): for a wrong winner, the
+    ones blamed by confirm.blame; empty when nothing is blamed."""
 
     def __init__(self, message: str, candidates: tuple[str, ...] = ()) -> None:
         super().__init__(message)
@@ -110,6 +106,12 @@ class CandidateMismatch(GemmMismatch):
 
     def __reduce__(self):  # pytest-xdist and compile-ahead workers pickle exceptions: keep the names
         return (type(self), (str(self), self.candidates))
+
+
+class CandidateMismatch(GemmMismatch):
+    """The winner was right, but another autotune candidate of the case was wrong: it is a wrong result the
+    next GPU or shape may pick, so it is handled as one (known failures, shrinking). `candidates` names the
+    candidates that fail the case: each confirmed wrong by a compile that picks it (a known entry may name them)."""
 
 
 class MeasurementError(GemmguardError):

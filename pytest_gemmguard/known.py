@@ -20,11 +20,13 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
     cpu = ["avx2"]                              # optional: ATen's CPU capability (get_cpu_capability(),
                                                 #   lower case: default avx2 avx512 vsx zvector neon sve128
                                                 #   sve256); left out, any CPU
-    candidates = ["triton_mm_persistent_tma_*"] # optional: the entry then explains only a losing autotune
-                                                #   candidate's failure (the winner right) whose every
-                                                #   confirmed wrong candidate's name matches one of these
-                                                #   patterns (* ? [...]); a wrong winner or a wrong candidate
-                                                #   of another name stays a failure
+    candidates = ["triton_mm_persistent_tma_*"] # optional: the entry then explains only a failure whose every
+                                                #   confirmed wrong autotune candidate's name matches one of
+                                                #   these patterns (* ? [...]): a losing candidate's (the
+                                                #   winner right), or a wrong winner's where the fault follows
+                                                #   the named ones both ways (confirm.blame: wrong compiled
+                                                #   alone, right when withheld); anything else, a wrong
+                                                #   candidate of another name included, stays a failure
     versions = { torch = ">=2.13,<2.14" }       # required, non-empty: distribution name -> PEP 440
                                                 #   specifier set; "" means installed at any version; a
                                                 #   package that is not installed never matches
@@ -46,7 +48,8 @@ Use from the runner (one tracker per test and backend)::
     # each example: the backend's kernel ran and was right (judged: the autotune candidates judged right)
     tracker.note_pass(case, route=route, judged=gemm.judged_right)
     # each example that failed: GemmMismatch -> "wrong-result", any other error of the compile/run -> "raises";
-    # a CandidateMismatch (a losing candidate wrong) also passes the names of its confirmed wrong candidates
+    # a GemmMismatch passes the names of the candidates it is confirmed to come from (exc.candidates: a losing
+    # candidate's CandidateMismatch, or a wrong winner blamed on an entry's candidates; empty otherwise)
     entry = tracker.note_failure(case, "wrong-result", route=route, candidates=exc.candidates)
     if entry is None: raise                              # a new defect: let Hypothesis shrink and report it
     # after the loop, when nothing unknown failed:
@@ -81,8 +84,10 @@ from .known_file import (
     parse_size,
 )
 
-__all__ = ["CPU_FACT", "FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "cpu_capability",
-           "default_names", "installed_versions", "load", "machine_facts", "match", "parse", "parse_size"]  # fmt: skip
+__all__ = [
+    "CPU_FACT", "FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "blame_patterns",
+    "cpu_capability", "default_names", "installed_versions", "load", "machine_facts", "match", "parse", "parse_size",
+]  # fmt: skip
 
 
 def match(
@@ -98,6 +103,16 @@ def match(
     package versions, or None: a failure no entry explains is a new defect. `candidates`: the names of the
     confirmed wrong autotune candidates when the failure is a losing candidate's (the winner was right)."""
     return _first(known.applicable(backend, versions), case, kind, route, candidates)
+
+
+def blame_patterns(
+    known: KnownFailures, backend: str, case: Any, versions: Mapping[str, str | None], route: str | None = None
+) -> tuple[str, ...]:
+    """The candidate patterns of every entry that would explain `case` failing with a wrong result, were the
+    named candidates to blame: what a wrong winner is tried against (confirm.blame)."""
+    entries = known.applicable(backend, versions)
+    found = (e for e in entries if e.candidates and e.kind in ("wrong-result", "any") and e.covers(case, route))
+    return tuple(dict.fromkeys(p for e in found for p in e.candidates or ()))
 
 
 def _first(

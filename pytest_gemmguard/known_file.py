@@ -127,9 +127,10 @@ class Entry:
     epilogues: tuple[str, ...] | None = None
     sizes: Mapping[str, SizeCondition] = field(default_factory=dict)
     cpus: tuple[str, ...] | None = None  # ATen CPU capabilities it was seen on; None: any
-    # Name patterns of the autotune candidates that are wrong. Given, the entry explains only a losing
-    # candidate's failure whose every confirmed wrong candidate matches one: never a wrong winner, never a
-    # wrong candidate of another template beside them. None: any failure of the case.
+    # Name patterns of the autotune candidates that are wrong. Given, the entry explains only a failure
+    # whose every confirmed wrong candidate matches one (a losing candidate's, or a wrong winner's that
+    # confirm.blame pinned on them): never an unblamed wrong winner, never another template's wrong
+    # candidate beside them. None: any failure of the case.
     candidates: tuple[str, ...] | None = None
 
     def versions_match(self, versions: Mapping[str, str | None]) -> bool:
@@ -160,8 +161,8 @@ class Entry:
         return all(cond(getattr(case, key)) for key, cond in self.sizes.items())
 
     def explains(self, kind: str, candidates: Sequence[str] | None = None) -> bool:
-        """Whether a failure of this kind fits the entry; `candidates`: the confirmed wrong autotune candidates
-        of a losing candidate's failure (None or empty for a wrong winner, a crash, or a raise)."""
+        """Whether a failure of this kind fits the entry; `candidates`: the autotune candidates the failure is
+        confirmed to come from (None or empty for an unblamed wrong winner, a crash, a raise)."""
         if not (self.kind == "any" or self.kind == kind):
             return False
         if self.candidates is None:

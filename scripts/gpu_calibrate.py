@@ -83,7 +83,14 @@ def explain(row: dict, case, col: str, known, versions, static_check, candidates
     if entry is not None:
         row["known"] = entry.id
     elif static_check:
-        row[f"{col}_static"] = static_check(case)
+        # The default path's compile, in a session that knows the file: a wrong winner there may be blamed on
+        # an entry's candidates (confirm.blame), which then explains it as the test run would.
+        row[f"{col}_static"], blamed = static_check(case)
+        if blamed:
+            row[f"{col}_static_candidates"] = list(blamed)
+            entry = known_mod.match(known, col, case, versions, "wrong-result", candidates=blamed)
+            if entry is not None:
+                row["known"] = entry.id
 
 
 def rematch(rows: list, col: str, versions: dict) -> None:
@@ -228,15 +235,15 @@ def main() -> int:
     versions = known_mod.installed_versions(("torch", "triton", *known.packages()))
     static_session: list = []
 
-    def static_check(case) -> float | None:
+    def static_check(case) -> tuple[float | None, tuple[str, ...]]:
         if not static_session:
-            static_session.append(GemmSession(Compiler(timeout_s=120), options))
+            static_session.append(GemmSession(Compiler(timeout_s=120), options, known=known))
         try:
-            return Gemm(case, col, static_session[0], "calibrate-static").check().verdict.max_ratio
-        except GemmMismatch:
-            return float("inf")
+            return Gemm(case, col, static_session[0], "calibrate-static").check().verdict.max_ratio, ()
+        except GemmMismatch as exc:
+            return float("inf"), exc.candidates
         except Exception:  # unsupported, crashed or timed out statically: no explanation, and the shard goes on
-            return None
+            return None, ()
 
     name = "calibration.jsonl" if shards == 1 else f"calibration-{col}-{shard}.jsonl"
     os.makedirs(args.out, exist_ok=True)

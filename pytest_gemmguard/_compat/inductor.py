@@ -228,6 +228,33 @@ def only_choices(keep: Callable[[str, Any], bool]) -> Iterator[list[int]]:
             fns.remove(narrow)
 
 
+@contextlib.contextmanager
+def without_choices(drop: Callable[[str, Any], bool]) -> Iterator[list[int]]:
+    """Inside the block, every autotune selection loses the choices `drop(op, choice)` accepts (confirm.blame
+    compiles a case with a template's candidates withheld). Yields a list that gets, per selection that lost
+    any, how many it lost; a selection that would be left with none keeps them all and records 0."""
+    from torch._inductor.select_algorithm import get_algorithm_selector_cache
+    from torch._inductor.virtualized import V
+
+    removed: list[int] = []
+
+    def withhold(choices: list[Any]) -> list[Any]:
+        op, _ = lowered_op(V.graph.current_node)
+        kept = [c for c in choices if not drop(op, c)]
+        if len(kept) == len(choices):
+            return choices
+        removed.append(len(choices) - len(kept) if kept else 0)
+        return kept or choices
+
+    fns = get_algorithm_selector_cache().preprocessing_fns
+    fns.append(withhold)
+    try:
+        yield removed
+    finally:
+        if withhold in fns:
+            fns.remove(withhold)
+
+
 def graph_input_views(choice: Any) -> list[tuple[int, tuple, tuple, int] | None]:
     """For each input of `choice` (at lowering time): (position among the graph's inputs, size, stride,
     storage offset) where it reads a graph input directly or through a view; None where it reads anything

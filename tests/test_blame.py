@@ -1,0 +1,155 @@
+"""A wrong winner is put on a known entry's named candidates only where the fault follows them both ways
+(confirm.blame), through real Inductor compiles on the CPU.
+
+The plant (a test-only preprocessing function in the conftest) appends extern choices that compute a
+wrong mm, report themselves faster than anything and pass for ATen library kernels, so autotuning picks
+one of them and the compiled case is wrong: a wrong winner, as the persistent TMA template was on the H200
+for `mm 1x864x864 bfloat16 noncontiguous`. With an entry naming the planted choice, the case is xfail with
+the proof in its report; an entry naming another template, no known file, or a second wrong choice that
+wins once the named one is withheld (so the named one is not what made the winner wrong) each leave it a
+failure.
+"""
+
+import pytest
+
+PLANT = """
+import torch
+from torch._inductor import select_algorithm
+
+from pytest_gemmguard import provenance
+
+PLANTS = {plants}  # name suffix -> (relative error, the timing it reports in ms)
+
+
+def make(name, skew):
+    def fast_mm(a, b, out):
+        torch.mm(a, b, out=out)
+        out.mul_(1 + skew)
+
+    fast_mm.__name__ = name
+    return select_algorithm.ExternKernelChoice.lookup(name) or select_algorithm.ExternKernelChoice(fast_mm, name=name)
+
+
+CHOICES = {{f"gemmguard_test_fast_mm_{{tag}}": (make(f"gemmguard_test_fast_mm_{{tag}}", skew), ms)
+            for tag, (skew, ms) in PLANTS.items()}}
+
+
+def plant(choices):
+    nodes = choices[0].input_nodes if choices else ()
+    if len(nodes) != 2 or not all(len(n.get_size()) == 2 for n in nodes):  # mm only
+        return choices
+    added = []
+    for choice, ms in CHOICES.values():
+        caller = choice.bind(nodes, choices[0].layout)
+        measured = caller.benchmark
+
+        def benchmark(*args, out, measured=measured, ms=ms):
+            measured(*args, out=out)
+            return ms  # faster than ATen's mm: it wins autotuning
+
+        caller.benchmark = benchmark
+        added.append(caller)
+    return [*choices, *added]
+
+
+select_algorithm.add_preprocessing_fn(plant)
+# The plants stand in for a library kernel of the aten backend (provenance would otherwise call the case unsupported).
+provenance.LIBRARY_GEMMS.update(CHOICES)
+
+
+def pytest_unconfigure(config):
+    select_algorithm.get_algorithm_selector_cache().preprocessing_fns.remove(plant)
+    provenance.LIBRARY_GEMMS.difference_update(CHOICES)
+"""
+
+MM_TEST = """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], layouts=["contiguous"], shapes=[(8, 16, 32)],
+           max_examples=1)
+def test_mm(gemm):
+    gemm.check()
+"""
+
+KNOWN = """
+[[known]]
+id = "planted-fast-mm"
+backend = "aten"
+ops = ["mm"]
+candidates = [{names}]
+versions = {{ torch = "" }}
+kind = "wrong-result"
+link = "https://example.org/planted"
+reason = "the planted fast mm is wrong"
+"""
+
+# The test's own code sees the GemmMismatch (and lets the test pass): what a report and the tracker are given.
+CATCH = """
+    from pytest_gemmguard.errors import GemmMismatch
+    try:
+        gemm.check()
+    except GemmMismatch as exc:
+        for line in str(exc).splitlines():
+            print("REPORT", line.strip())
+        print("CANDIDATES", exc.candidates)
+    else:
+        raise AssertionError("the planted winner was right")"""
+
+RUN = ("--gemm-backends=aten", "--gemm-seed=1", "-p", "no:cacheprovider", "-rx", "-v")  # -v: every progress line
+
+
+def _run(pytester, plants: dict, names: str | None):
+    # Each plant's name is its own per test: Inductor keeps every extern choice it made, by name, for the process.
+    pytester.makeconftest(PLANT.format(plants=plants))
+    pytester.makepyfile(MM_TEST)
+    args = RUN
+    if names is not None:
+        pytester.path.joinpath("known.toml").write_text(KNOWN.format(names=names))
+        args = (*RUN, "--gemm-known=known.toml")
+    return pytester.runpytest_inprocess(*args)
+
+
+def test_a_wrong_winner_the_named_candidates_explain_both_ways_is_xfail_with_the_proof(pytester):
+    result = _run(pytester, {"blamed": (0.01, 1e-6)}, '"extern_kernels.gemmguard_test_fast_mm_blamed"')
+    result.assert_outcomes(xfailed=1)
+    out = result.stdout.str()
+    assert "planted-fast-mm" in out and "known failure" in out
+    # Both ways, as the progress lines show: wrong alone, and then a compile without it.
+    assert "compiling extern_kernels.gemmguard_test_fast_mm_blamed alone to confirm it" in out
+    assert "extern_kernels.gemmguard_test_fast_mm_blamed compiled alone: wrong on the case's inputs" in out
+    assert "compiling without extern_kernels.gemmguard_test_fast_mm_blamed to blame them" in out
+
+
+def test_the_blamed_report_says_how(pytester):
+    """What a report shows and the known-failures tracker is given: the test's own code catches the failure."""
+
+    pytester.makeconftest(PLANT.format(plants={"api": (0.01, 1e-6)}))
+    pytester.path.joinpath("known.toml").write_text(KNOWN.format(names='"extern_kernels.gemmguard_test_fast_mm_api"'))
+    pytester.makepyfile(MM_TEST.replace("gemm.check()", CATCH))
+    result = pytester.runpytest_inprocess(*RUN, "--gemm-known=known.toml", "-s")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "REPORT blamed:    extern_kernels.gemmguard_test_fast_mm_api compiled alone: wrong" in out
+    withheld = "REPORT blamed:    compiled without extern_kernels.gemmguard_test_fast_mm_api: right on the case's"
+    assert withheld in out
+    assert "CANDIDATES ('extern_kernels.gemmguard_test_fast_mm_api',)" in out
+
+
+@pytest.mark.parametrize("names", ['"triton_mm_persistent_tma_*"', None], ids=["another-template", "no-known-file"])
+def test_a_wrong_winner_no_entry_names_stays_a_failure(pytester, names):
+    tag = "other" if names else "noknown"
+    result = _run(pytester, {tag: (0.01, 1e-6)}, names)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "aten produced a wrong result" in out and "blamed:" not in out
+
+
+def test_a_wrong_winner_that_stays_wrong_without_the_named_candidate_stays_a_failure(pytester):
+    """Two wrong plants: the entry names the slower one, which is wrong alone too; withheld, the other wins
+    and the compile is still wrong, so the named one is not what made the winner wrong."""
+    plants = {"named": (0.01, 1e-5), "unnamed": (0.02, 1e-6)}
+    result = _run(pytester, plants, '"extern_kernels.gemmguard_test_fast_mm_named"')
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "compiling without extern_kernels.gemmguard_test_fast_mm_named to blame them" in out  # tried, refused
+    assert "aten produced a wrong result" in out and "blamed:" not in out and "known failure" not in out
