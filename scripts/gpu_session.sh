@@ -26,6 +26,9 @@
 #   t1 (.gpu/a), t2 (.gpu/b .gpu/cutlass_api_src), t3, t4 (.gpu/cutlass_api_src)   (2026-12-02 evening): the
 #                                            s1 replay beside a 2000-case triton calibration; the GPU job to its
 #                                            end; then the ten main job items no run has reached yet
+#   u1 (.gpu/a), u2 (.gpu/b .gpu/cutlass_api_src), u3, u4 (.gpu/cutlass_api_src)   prepared for the next
+#                                            session: t's plan again, u1 replaying the two cases t1 left
+#                                            unexplained beside a calibration on fresh seeds
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -543,5 +546,30 @@ t3|t4)  # calls 3 and 4 (carry .gpu/cutlass_api_src), each at once after the las
   fi
   rm -f "$out/env.txt"
   ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4 or t1-t4" >&2; exit 2 ;;
+u1)  # next session, call 1 (carry .gpu/a), about 450 s: stage the first half; replay the two cases left
+     # unexplained on 2026-12-02 16:38 (docs/findings.md) with and without the TMA template; beside them the
+     # triton calibration on fresh seeds, whose static re-check now blames a wrong winner where it can (issue 10).
+     # Then u2 = s2 (the GPU job), u3 and u4 = t3 and t4, each at once after the last.
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  export PYTHONPATH=$PWD
+  (for c in "GemmCase(op='linear', m=1, n=400, k=2832, dtype='float32', layout='noncontiguous', seed=7108)" \
+      "GemmCase(op='bmm', m=19, n=19, k=1369, batch=1, dtype='bfloat16', layout='transposed_a', epilogue='scale', seed=11112)"; do
+     TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 150 python3 scripts/gpu_case.py triton "$c" \
+       --variant base --variant GEMMGUARD_TRITON_TMA=0; echo "rc=$?"; done >"$out/u1-cases.txt" 2>&1) &
+  for i in 0 1 2 3 4 5 6 7 8 9; do
+    (TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 "$((${CAL_S:-380} + 40))" python3 scripts/gpu_calibrate.py \
+      --backend triton --dynamic --cases 4000 --seeds 20 --seed-base 7200 --per-structure 20 --compiled 100000 \
+      --shard "$i/10" --deadline "${CAL_S:-380}" --out /tmp/calib >"/tmp/calib-$i.txt" 2>&1) &
+  done
+  wait
+  python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/u1-calib-triton.txt" 2>&1
+  cat /tmp/calib/calibration-*.jsonl >"$out/u1-calibration-triton.jsonl" 2>/dev/null
+  cat "$out/env.txt"; rm -f "$out/env.txt"; cut -c1-300 "$out/u1-cases.txt" | grep -E "^(base|GEMMGUARD|rc=)"
+  grep "^TOTAL\|^TIME" "$out/u1-calib-triton.txt"; grep "^OVER" "$out/u1-calib-triton.txt" | cut -c1-200 | head -8
+  ;;
+u2) exec bash "$0" s2 ;;
+u3) exec bash "$0" t3 ;;
+u4) exec bash "$0" t4 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4 or u1-u4" >&2; exit 2 ;;
 esac
