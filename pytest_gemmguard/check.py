@@ -129,7 +129,9 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
             session.tally.add(gemm.backend, "failed_like_eager")
         path = repro.write(session.options.repro_dir, gemm, fn, backend, verdict, session.compiler.dynamic)
         weights, reference = OPS[case.op].weight_positions, (expected, tol, expected_dtype)
-        blamed, lines = _blame_winner(session, gemm, backend, target, flat, weights, reference, seen)
+        # Candidates a worker judged in the case's own op are not what a test's own function compiles here.
+        judged_here = [] if from_worker and fn is not None else seen
+        blamed, lines = _blame_winner(session, gemm, backend, target, flat, weights, reference, judged_here)
         others = None
         if _reported(session, gemm, blamed):
             others = differential.run(session, gemm, backend.name, target, flat, weights, reference)
@@ -187,7 +189,7 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) ->
 
 def _blame_winner(session, gemm, backend, target, flat, weights, reference, seen) -> tuple[tuple[str, ...], list]:
     """A wrong winner blamed on the autotune candidates a known entry names, where that is proven (confirm.py):
-    only for a case some entry with `candidates` covers, so nothing else pays for the extra compiles."""
+    only for a case exactly one entry with `candidates` covers, so nothing else pays for the extra compiles."""
     if session.known is None or not seen:
         return (), []
     from . import known

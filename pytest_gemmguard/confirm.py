@@ -16,6 +16,12 @@ new compile did not offer (or not alone), whose compile raised, or beyond the LI
 its reason, as not settled: never a failure of the case, never hidden. A CUDA fault while confirming fails
 the case with its reason (the process's CUDA context may be gone).
 
+A wrong *winner* is never confirmed this way (it ran: its output is the verdict). Where exactly one known
+entry that names candidates covers the case, `blame` asks whether the fault follows those candidates both
+ways: the wrong-looking candidates are confirmed as above, at least one named one is wrong alone, and one
+more compile, with every named choice withheld from autotuning, is right on the case's inputs. Only then does
+the failure carry the confirmed names, which the entry explains if every one is its own.
+
 Each confirmation keeps its compile for the session (Dynamo holds every backend it was given, and the CPP
 backend's frozen module its weights): a few per case at most, and only for cases with a wrong-looking
 candidate.
@@ -155,32 +161,46 @@ def blame(
     seen: Sequence[CandidateResult],
     patterns: Sequence[str],
 ) -> tuple[tuple[str, ...], list[str]]:
-    """A wrong winner blamed on the candidates `patterns` name (a known entry's), or nothing: the names blamed
-    and the report's lines saying how. Which candidate won is not recorded anywhere gemmguard can read, so
-    the fault must follow the named ones both ways: each named candidate this compile's autotuning judged
-    wrong is wrong compiled alone too (`run`), and a compile offered every other choice but none of the named
-    ones is right on the same inputs. Anything less blames nothing, and the case fails as before."""
-    named = [r for r in seen if r.wrong and any(fnmatchcase(r.name, p) for p in patterns)]
-    if not named:
+    """A wrong winner blamed on the candidates `patterns` name (one known entry's), or nothing: the names of
+    every candidate confirmed wrong and the report's lines saying how. Which candidate won is not recorded
+    anywhere gemmguard can read, so the fault must follow the named ones both ways: every candidate this
+    compile's autotuning judged wrong goes through `run` as a losing one would (named or not, up to LIMIT),
+    at least one named one is wrong compiled alone, and a compile offered every other choice but none of the
+    named ones is right on the same inputs. The names returned include any unnamed candidate confirmed wrong,
+    so the entry (which explains only its own names) then does not explain the case, as on the losing path.
+    Anything less blames nothing, and the case fails as before."""
+    wrong = [r for r in seen if r.wrong]
+    if not any(_named(r.name, patterns) for r in wrong):
         return (), []
-    found = [c for c in run(session, gemm, backend, target, flat, weights, reference, named) if c.confirmed]
-    if not found:
+    tried = run(session, gemm, backend, target, flat, weights, reference, wrong)
+    confirmed = [c for c in tried if c.confirmed]
+    if not any(_named(c.candidate.name, patterns) for c in confirmed):
         return (), []
-
-    def named_choice(selection_op: str, choice: Any) -> bool:
-        try:
-            name = inductor.choice_facts(choice).name
-        except Exception:
-            return False  # a choice gemmguard cannot read is not one of the named: it stays offered
-        return any(fnmatchcase(name, p) for p in patterns)
-
-    session.progress(f"[{gemm.backend}] {gemm.case.describe()}: compiling without {', '.join(patterns)} to blame them")
-    verdict, removed, _ = _compile_judged(
-        session, backend, target, flat, weights, reference, inductor.without_choices(named_choice)
-    )
-    if verdict is None or not verdict.ok or not removed or 0 in removed:
-        return (), []  # still wrong, raised, or the named were not (all) withheld: the winner stays unexplained
-    lines = [f"blamed:    {c.line()}" for c in found]
+    where = (repr(gemm.case), backend.name, gemm.test_id, getattr(target, "__code__", target), session.compiler.dynamic)
+    key = (*where, "withheld", tuple(patterns))
+    if key not in session.confirmations:  # once per case and test, as `run`'s: a replay reads the same
+        named = ", ".join(patterns)
+        session.progress(f"[{gemm.backend}] {gemm.case.describe()}: compiling without {named} to blame them")
+        withhold = inductor.without_choices(lambda op, choice: _named(_choice_name(choice), patterns))
+        verdict, removed, _ = _compile_judged(session, backend, target, flat, weights, reference, withhold)
+        # Right, with every selection that offered a named choice left with others: else nothing is shown.
+        shown = verdict is not None and verdict.ok and bool(removed) and 0 not in removed
+        session.confirmations[key] = verdict.max_ratio if shown else None
+    ratio = session.confirmations[key]
+    if ratio is None:
+        return (), []
+    lines = [f"blamed:    {c.line()}" for c in tried]
     lines.append(f"blamed:    compiled without {', '.join(patterns)}: right on the case's inputs, max|err|/tol "
-                 f"{verdict.max_ratio:.3g}; so the wrong winner was one of them")  # fmt: skip
-    return tuple(c.candidate.name for c in found), lines
+                 f"{ratio:.3g}; so the wrong winner was one of them")  # fmt: skip
+    return tuple(c.candidate.name for c in confirmed), lines
+
+
+def _named(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatchcase(name, p) for p in patterns)
+
+
+def _choice_name(choice: Any) -> str:
+    try:
+        return inductor.choice_facts(choice).name
+    except Exception:  # inside Inductor's lowering: a choice gemmguard cannot read is not one of the named
+        return ""

@@ -104,8 +104,8 @@ class GemmMismatch(GemmguardError, AssertionError):
         super().__init__(message)
         self.candidates = tuple(candidates)
 
-    def __reduce__(self):  # pytest-xdist and compile-ahead workers pickle exceptions: keep the names
-        return (type(self), (str(self), self.candidates))
+    def __reduce__(self):  # pytest-xdist and compile-ahead workers pickle exceptions: keep the names (and notes)
+        return (type(self), (str(self), self.candidates), self.__dict__)
 
 
 class CandidateMismatch(GemmMismatch):

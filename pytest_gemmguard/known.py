@@ -25,8 +25,11 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
                                                 #   these patterns (* ? [...]): a losing candidate's (the
                                                 #   winner right), or a wrong winner's where the fault follows
                                                 #   the named ones both ways (confirm.blame: wrong compiled
-                                                #   alone, right when withheld); anything else, a wrong
-                                                #   candidate of another name included, stays a failure
+                                                #   alone, right when withheld; only where this is the one
+                                                #   such entry covering the case); anything else, a wrong
+                                                #   candidate of another name included, stays a failure.
+                                                #   Patterns should not pin a candidate's number: Inductor
+                                                #   numbers choices per compile
     versions = { torch = ">=2.13,<2.14" }       # required, non-empty: distribution name -> PEP 440
                                                 #   specifier set; "" means installed at any version; a
                                                 #   package that is not installed never matches
@@ -101,18 +104,20 @@ def match(
 ) -> Entry | None:
     """The first entry that explains `case` failing with `kind` on `backend` (and `route`) with these
     package versions, or None: a failure no entry explains is a new defect. `candidates`: the names of the
-    confirmed wrong autotune candidates when the failure is a losing candidate's (the winner was right)."""
+    autotune candidates the failure is confirmed to come from (GemmMismatch.candidates)."""
     return _first(known.applicable(backend, versions), case, kind, route, candidates)
 
 
 def blame_patterns(
     known: KnownFailures, backend: str, case: Any, versions: Mapping[str, str | None], route: str | None = None
 ) -> tuple[str, ...]:
-    """The candidate patterns of every entry that would explain `case` failing with a wrong result, were the
-    named candidates to blame: what a wrong winner is tried against (confirm.blame)."""
+    """The candidate patterns of the one entry that would explain `case` failing with a wrong result, were the
+    named candidates to blame: what a wrong winner is tried against (confirm.blame). Empty when no entry
+    with candidates covers the case, or more than one does (which entry a proof made against their joint
+    names would be for cannot be told: the failure stays a failure)."""
     entries = known.applicable(backend, versions)
-    found = (e for e in entries if e.candidates and e.kind in ("wrong-result", "any") and e.covers(case, route))
-    return tuple(dict.fromkeys(p for e in found for p in e.candidates or ()))
+    found = [e for e in entries if e.candidates and e.kind in ("wrong-result", "any") and e.covers(case, route)]
+    return tuple(found[0].candidates or ()) if len(found) == 1 else ()
 
 
 def _first(

@@ -74,7 +74,8 @@ KNOWN_FILE = os.path.join(os.path.dirname(__file__), "..", "gemmguard-known.toml
 
 def explain(row: dict, case, col: str, known, versions, static_check, candidates=()) -> None:
     """Why a case is over the bound, when something other than the oracle says so (see main). `candidates`:
-    the confirmed wrong autotune candidates when the winner was right (a known entry may name them)."""
+    the autotune candidates its failure is confirmed to come from (GemmMismatch.candidates: a losing
+    candidate's, or a wrong winner's blamed on a known entry's; a known entry may name them)."""
     from pytest_gemmguard import known as known_mod
 
     row[f"{col}_case"] = repr(case)
@@ -83,14 +84,15 @@ def explain(row: dict, case, col: str, known, versions, static_check, candidates
     if entry is not None:
         row["known"] = entry.id
     elif static_check:
-        # The default path's compile, in a session that knows the file: a wrong winner there may be blamed on
-        # an entry's candidates (confirm.blame), which then explains it as the test run would.
+        # The default path's compile, in a session that knows the file: its wrong winner may be blamed on an
+        # entry's candidates (confirm.blame). That explains the static failure, not which kernel was wrong in
+        # the dynamic one, so it is recorded as its own reason (known_static).
         row[f"{col}_static"], blamed = static_check(case)
         if blamed:
             row[f"{col}_static_candidates"] = list(blamed)
             entry = known_mod.match(known, col, case, versions, "wrong-result", candidates=blamed)
             if entry is not None:
-                row["known"] = entry.id
+                row["known_static"] = entry.id
 
 
 def rematch(rows: list, col: str, versions: dict) -> None:
@@ -117,7 +119,11 @@ def rematch(rows: list, col: str, versions: dict) -> None:
         if names is None:
             names, count = _wrong_candidates(report)
         row.pop("known", None)
+        row.pop("known_static", None)
         row.pop("partly_named", None)
+        blamed = row.get(f"{col}_static_candidates")
+        if blamed and known_mod.match(known, col, case, versions, "wrong-result", candidates=blamed) is not None:
+            row["known_static"] = known_mod.match(known, col, case, versions, "wrong-result", candidates=blamed).id
         entry = known_mod.match(known, col, case, versions, "wrong-result", candidates=names)
         if entry is not None and (count is None or count == len(names)):
             row["known"] = entry.id
@@ -184,7 +190,7 @@ def main() -> int:
     from pytest_gemmguard import oracle
     from pytest_gemmguard.cases import build_inputs, case_function
     from pytest_gemmguard.compile import Compiler
-    from pytest_gemmguard.errors import BackendCrashed, GemmMismatch, Unsupported
+    from pytest_gemmguard.errors import BackendCrashed, CandidateMismatch, GemmMismatch, Unsupported
     from pytest_gemmguard.gemm import Gemm
     from pytest_gemmguard.precision import math_precision
     from pytest_gemmguard.session import GemmSession, Options
@@ -225,13 +231,13 @@ def main() -> int:
     compiler = Compiler(dynamic=args.dynamic, timeout_s=120)
     options = Options(repro_dir=os.path.join(args.out, "repro"))
     options.compile_workers = 0  # shards run side by side already; workers of their own would fight for cores
-    session = GemmSession(compiler, options)
-    rows = []
-    col = args.backend
     # Each case over the bound is explained where it can be: by an entry of the project's known-failures
     # file, or (dynamic compiles) by the same case passing a static compile of its own in this process,
     # which shows that the oracle is right on these inputs and the dynamic-shape kernel is not.
     known = known_mod.load(KNOWN_FILE)
+    session = GemmSession(compiler, options, known=known)  # knowing the file, it may blame a wrong winner
+    rows = []
+    col = args.backend
     versions = known_mod.installed_versions(("torch", "triton", *known.packages()))
     static_session: list = []
 
@@ -240,7 +246,9 @@ def main() -> int:
             static_session.append(GemmSession(Compiler(timeout_s=120), options, known=known))
         try:
             return Gemm(case, col, static_session[0], "calibrate-static").check().verdict.max_ratio, ()
-        except GemmMismatch as exc:
+        except CandidateMismatch:  # the static winner was right, a losing candidate wrong: no wrong winner blamed
+            return float("inf"), ()
+        except GemmMismatch as exc:  # a wrong winner: blamed (exc.candidates) or not
             return float("inf"), exc.candidates
         except Exception:  # unsupported, crashed or timed out statically: no explanation, and the shard goes on
             return None, ()
@@ -324,6 +332,8 @@ def table(rows: list, col: str, elapsed: float, mode: str) -> int:
             static = r.get(f"{col}_static")
             if "known" in r:
                 why = f"known failure {r['known']}"
+            elif "known_static" in r:
+                why = f"the static compile's wrong winner blamed on known failure {r['known_static']}"
             elif "partly_named" in r:
                 unexplained += 1
                 why = f"unexplained: report cut, {r['partly_named']}"

@@ -73,9 +73,9 @@ def test_mm(gemm):
 
 KNOWN = """
 [[known]]
-id = "planted-fast-mm"
+id = "planted-fast-mm{suffix}"
 backend = "aten"
-ops = ["mm"]
+ops = [{ops}]
 candidates = [{names}]
 versions = {{ torch = "" }}
 kind = "wrong-result"
@@ -98,13 +98,17 @@ CATCH = """
 RUN = ("--gemm-backends=aten", "--gemm-seed=1", "-p", "no:cacheprovider", "-rx", "-v")  # -v: every progress line
 
 
-def _run(pytester, plants: dict, names: str | None):
+def known_file(names: str, ops: str = '"mm"', suffix: str = "") -> str:
+    return KNOWN.format(names=names, ops=ops, suffix=suffix)
+
+
+def _run(pytester, plants: dict, names: str | None, known: str | None = None):
     # Each plant's name is its own per test: Inductor keeps every extern choice it made, by name, for the process.
     pytester.makeconftest(PLANT.format(plants=plants))
     pytester.makepyfile(MM_TEST)
     args = RUN
-    if names is not None:
-        pytester.path.joinpath("known.toml").write_text(KNOWN.format(names=names))
+    if names is not None or known is not None:
+        pytester.path.joinpath("known.toml").write_text(known or known_file(names))
         args = (*RUN, "--gemm-known=known.toml")
     return pytester.runpytest_inprocess(*args)
 
@@ -124,7 +128,7 @@ def test_the_blamed_report_says_how(pytester):
     """What a report shows and the known-failures tracker is given: the test's own code catches the failure."""
 
     pytester.makeconftest(PLANT.format(plants={"api": (0.01, 1e-6)}))
-    pytester.path.joinpath("known.toml").write_text(KNOWN.format(names='"extern_kernels.gemmguard_test_fast_mm_api"'))
+    pytester.path.joinpath("known.toml").write_text(known_file('"extern_kernels.gemmguard_test_fast_mm_api"'))
     pytester.makepyfile(MM_TEST.replace("gemm.check()", CATCH))
     result = pytester.runpytest_inprocess(*RUN, "--gemm-known=known.toml", "-s")
     result.assert_outcomes(passed=1)
@@ -153,3 +157,59 @@ def test_a_wrong_winner_that_stays_wrong_without_the_named_candidate_stays_a_fai
     out = result.stdout.str()
     assert "compiling without extern_kernels.gemmguard_test_fast_mm_named to blame them" in out  # tried, refused
     assert "aten produced a wrong result" in out and "blamed:" not in out and "known failure" not in out
+
+
+def test_a_wrong_loser_of_another_name_beside_a_blamed_winner_stays_a_failure(pytester):
+    """The named winner is to blame, but an unnamed candidate that lost autotuning is wrong too: as on the
+    losing path, a wrong candidate the entry does not name leaves the case a failure."""
+    plants = {"winner": (0.01, 1e-6), "slowloser": (0.02, 1e3)}
+    result = _run(pytester, plants, '"extern_kernels.gemmguard_test_fast_mm_winner"')
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "extern_kernels.gemmguard_test_fast_mm_slowloser compiled alone: wrong on the case's inputs" in out
+    assert "known failure" not in out
+
+
+@pytest.mark.parametrize("second", ["overlap", "elsewhere"])
+def test_blame_is_tried_only_where_exactly_one_entry_with_candidates_covers_the_case(pytester, second):
+    """Two entries covering the case: a proof against their joint names could not say which entry it is for,
+    so nothing is compiled to blame and the case fails. An entry that covers another op costs nothing."""
+    name = f'"extern_kernels.gemmguard_test_fast_mm_{second}"'
+    entries = known_file(name) + known_file(name, suffix="-twin") if second == "overlap" else known_file(name, '"bmm"')
+    result = _run(pytester, {second: (0.01, 1e-6)}, None, entries)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "alone to confirm it" not in out and "to blame them" not in out and "known failure" not in out
+
+
+def test_blame_patterns_come_from_the_one_covering_entry_that_names_candidates(tmp_path):
+    from pytest_gemmguard import known
+    from pytest_gemmguard.cases import GemmCase
+
+    case = GemmCase(op="mm", m=8, n=16, k=32, dtype="float32", layout="contiguous")
+    versions = known.installed_versions(("torch",))
+
+    def patterns(text: str) -> tuple:
+        path = tmp_path / "known.toml"
+        path.write_text(text)
+        return known.blame_patterns(known.load(path), "aten", case, versions)
+
+    assert patterns(known_file('"a_*", "b_?"')) == ("a_*", "b_?")
+    assert patterns(known_file('"a_*"', '"bmm"')) == ()  # another op
+    assert patterns(known_file('"a_*"').replace('"wrong-result"', '"raises"')) == ()  # another kind
+    assert patterns(known_file('"a_*"') + known_file('"b_*"', suffix="-2")) == ()  # two entries: none
+    no_names = known_file('"a_*"').replace('candidates = ["a_*"]\n', "")
+    assert patterns(no_names) == ()  # an entry without candidates explains by itself
+
+
+def test_a_mismatch_keeps_its_names_and_notes_through_pickling():
+    import pickle
+
+    from pytest_gemmguard.errors import CandidateMismatch, GemmMismatch
+
+    for cls in (GemmMismatch, CandidateMismatch):
+        exc = cls("wrong", ("triton_mm_persistent_tma_18",))
+        exc.add_note("gemmguard reproduce: ...")
+        back = pickle.loads(pickle.dumps(exc))
+        assert type(back) is cls and str(back) == "wrong"
+        assert back.candidates == ("triton_mm_persistent_tma_18",) and back.__notes__ == ["gemmguard reproduce: ..."]
