@@ -88,7 +88,7 @@ def run(
     memo = session.confirmations
     ranked = sorted(wrong, key=lambda r: (r.inputs != "case", -(r.verdict.max_ratio if r.verdict else 0.0)))
     tried = {id(r) for r in ranked[:LIMIT]}
-    where = (repr(gemm.case), backend.name, gemm.test_id, getattr(target, "__code__", target), session.compiler.dynamic)
+    where = _where(session, gemm, backend, target)
     done: list[Confirmation] = []
     for result in wrong:
         if id(result) not in tried:
@@ -101,6 +101,11 @@ def run(
             session.progress(f"[{gemm.backend}] {gemm.case.describe()}: {Confirmation(result, *memo[key]).line()}")
         done.append(Confirmation(result, *memo[key]))
     return done
+
+
+def _where(session: GemmSession, gemm: Gemm, backend: Backend, target: Callable[..., Any]) -> tuple:
+    """What a confirmation is remembered by for the session: case, backend, test, function, shape mode."""
+    return (repr(gemm.case), backend.name, gemm.test_id, getattr(target, "__code__", target), session.compiler.dynamic)
 
 
 def _confirm(session, backend, target, flat, weights, reference, result) -> tuple[str, float | None, str]:
@@ -176,8 +181,7 @@ def blame(
     confirmed = [c for c in tried if c.confirmed]
     if not any(_named(c.candidate.name, patterns) for c in confirmed):
         return (), []
-    where = (repr(gemm.case), backend.name, gemm.test_id, getattr(target, "__code__", target), session.compiler.dynamic)
-    key = (*where, "withheld", tuple(patterns))
+    key = (*_where(session, gemm, backend, target), "withheld", tuple(patterns))
     if key not in session.confirmations:  # once per case and test, as `run`'s: a replay reads the same
         named = ", ".join(patterns)
         session.progress(f"[{gemm.backend}] {gemm.case.describe()}: compiling without {named} to blame them")

@@ -122,8 +122,9 @@ def rematch(rows: list, col: str, versions: dict) -> None:
         row.pop("known_static", None)
         row.pop("partly_named", None)
         blamed = row.get(f"{col}_static_candidates")
-        if blamed and known_mod.match(known, col, case, versions, "wrong-result", candidates=blamed) is not None:
-            row["known_static"] = known_mod.match(known, col, case, versions, "wrong-result", candidates=blamed).id
+        static_entry = blamed and known_mod.match(known, col, case, versions, "wrong-result", candidates=blamed)
+        if static_entry:
+            row["known_static"] = static_entry.id
         entry = known_mod.match(known, col, case, versions, "wrong-result", candidates=names)
         if entry is not None and (count is None or count == len(names)):
             row["known"] = entry.id

@@ -69,6 +69,16 @@ bg_wait() {  # bg_wait NAME SECONDS; the log is copied on every pass, so a call 
   done
 }
 
+# calib_shards SEED_BASE: the triton calibration (issue 10) in 10 shards of dynamic compiles, in the background,
+# for CAL_S seconds (default 380), 20 seeds from SEED_BASE, rows under /tmp/calib (the caller waits).
+calib_shards() {
+  for i in 0 1 2 3 4 5 6 7 8 9; do
+    (TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 "$((${CAL_S:-380} + 40))" python3 scripts/gpu_calibrate.py \
+      --backend triton --dynamic --cases 4000 --seeds 20 --seed-base "$1" --per-structure 20 --compiled 100000 \
+      --shard "$i/10" --deadline "${CAL_S:-380}" --out /tmp/calib >"/tmp/calib-$i.txt" 2>&1) &
+  done
+}
+
 case $phase in
 a)
   mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
@@ -503,11 +513,7 @@ t1)  # 2026-12-02 evening, call 1 (carry .gpu/a), about 450 s: stage the first h
   (TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 150 python3 scripts/gpu_case.py triton \
     "GemmCase(op='mm', m=1, n=864, k=864, dtype='bfloat16', layout='noncontiguous', seed=7008)" \
     --variant base --variant GEMMGUARD_TRITON_TMA=0 >"$out/t1-case.txt" 2>&1; echo "rc=$?" >>"$out/t1-case.txt") &
-  for i in 0 1 2 3 4 5 6 7 8 9; do
-    (TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 "$((${CAL_S:-380} + 40))" python3 scripts/gpu_calibrate.py \
-      --backend triton --dynamic --cases 4000 --seeds 20 --seed-base 7100 --per-structure 20 --compiled 100000 \
-      --shard "$i/10" --deadline "${CAL_S:-380}" --out /tmp/calib >"/tmp/calib-$i.txt" 2>&1) &
-  done
+  calib_shards 7100
   wait
   python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/t1-calib-triton.txt" 2>&1
   cat /tmp/calib/calibration-*.jsonl >"$out/t1-calibration-triton.jsonl" 2>/dev/null
@@ -557,11 +563,7 @@ u1)  # next session, call 1 (carry .gpu/a), about 450 s: stage the first half; r
       "GemmCase(op='bmm', m=19, n=19, k=1369, batch=1, dtype='bfloat16', layout='transposed_a', epilogue='scale', seed=11112)"; do
      TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 150 python3 scripts/gpu_case.py triton "$c" \
        --variant base --variant GEMMGUARD_TRITON_TMA=0; echo "rc=$?"; done >"$out/u1-cases.txt" 2>&1) &
-  for i in 0 1 2 3 4 5 6 7 8 9; do
-    (TORCHINDUCTOR_COMPILE_THREADS=1 timeout -k 5 "$((${CAL_S:-380} + 40))" python3 scripts/gpu_calibrate.py \
-      --backend triton --dynamic --cases 4000 --seeds 20 --seed-base 7200 --per-structure 20 --compiled 100000 \
-      --shard "$i/10" --deadline "${CAL_S:-380}" --out /tmp/calib >"/tmp/calib-$i.txt" 2>&1) &
-  done
+  calib_shards 7200
   wait
   python3 scripts/gpu_calibrate.py --merge --backend triton --out /tmp/calib >"$out/u1-calib-triton.txt" 2>&1
   cat /tmp/calib/calibration-*.jsonl >"$out/u1-calibration-triton.jsonl" 2>/dev/null

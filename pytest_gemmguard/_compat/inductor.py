@@ -181,24 +181,36 @@ def lowered_op(node: Any) -> tuple[str, dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def watched_choices(on_choices: Callable[[str, dict[str, Any], list[Any]], None]) -> Iterator[None]:
-    """Call `on_choices(op, op_kwargs, choices)` for every autotune selection lowered inside the block, after
-    the preprocessing functions registered before it (so choices another function adds are seen too)."""
+def _preprocessing(rewrite: Callable[[str, dict[str, Any], list[Any]], list[Any]]) -> Iterator[None]:
+    """Inside the block, `rewrite(op, op_kwargs, choices)` sees (and returns) the choices of every autotune
+    selection lowered, after the preprocessing functions registered before it."""
     from torch._inductor.select_algorithm import get_algorithm_selector_cache
     from torch._inductor.virtualized import V
 
-    def see(choices: list[Any]) -> list[Any]:
+    def apply(choices: list[Any]) -> list[Any]:
         op, kwargs = lowered_op(V.graph.current_node)
-        on_choices(op, kwargs, list(choices))
-        return choices
+        return rewrite(op, kwargs, choices)
 
     fns = get_algorithm_selector_cache().preprocessing_fns
-    fns.append(see)
+    fns.append(apply)
     try:
         yield
     finally:
-        if see in fns:
-            fns.remove(see)
+        if apply in fns:
+            fns.remove(apply)
+
+
+@contextlib.contextmanager
+def watched_choices(on_choices: Callable[[str, dict[str, Any], list[Any]], None]) -> Iterator[None]:
+    """Call `on_choices(op, op_kwargs, choices)` for every autotune selection lowered inside the block, after
+    the preprocessing functions registered before it (so choices another function adds are seen too)."""
+
+    def see(op: str, kwargs: dict[str, Any], choices: list[Any]) -> list[Any]:
+        on_choices(op, kwargs, list(choices))
+        return choices
+
+    with _preprocessing(see):
+        yield
 
 
 @contextlib.contextmanager
@@ -206,26 +218,17 @@ def only_choices(keep: Callable[[str, Any], bool]) -> Iterator[list[int]]:
     """Inside the block, every autotune selection offering a choice that `keep(op, choice)` accepts is cut down
     to those choices; left with one, Inductor takes it without benchmarking. So a compile picks a given
     candidate (confirm.py). Yields a list that gets, per selection cut, how many choices it kept."""
-    from torch._inductor.select_algorithm import get_algorithm_selector_cache
-    from torch._inductor.virtualized import V
-
     cut: list[int] = []
 
-    def narrow(choices: list[Any]) -> list[Any]:
-        op, _ = lowered_op(V.graph.current_node)
+    def narrow(op: str, kwargs: dict[str, Any], choices: list[Any]) -> list[Any]:
         kept = [c for c in choices if keep(op, c)]
         if not kept:
             return choices
         cut.append(len(kept))
         return kept
 
-    fns = get_algorithm_selector_cache().preprocessing_fns
-    fns.append(narrow)
-    try:
+    with _preprocessing(narrow):
         yield cut
-    finally:
-        if narrow in fns:
-            fns.remove(narrow)
 
 
 @contextlib.contextmanager
@@ -233,26 +236,17 @@ def without_choices(drop: Callable[[str, Any], bool]) -> Iterator[list[int]]:
     """Inside the block, every autotune selection loses the choices `drop(op, choice)` accepts (confirm.blame
     compiles a case with a template's candidates withheld). Yields a list that gets, per selection that lost
     any, how many it lost; a selection that would be left with none keeps them all and records 0."""
-    from torch._inductor.select_algorithm import get_algorithm_selector_cache
-    from torch._inductor.virtualized import V
-
     removed: list[int] = []
 
-    def withhold(choices: list[Any]) -> list[Any]:
-        op, _ = lowered_op(V.graph.current_node)
+    def withhold(op: str, kwargs: dict[str, Any], choices: list[Any]) -> list[Any]:
         kept = [c for c in choices if not drop(op, c)]
         if len(kept) == len(choices):
             return choices
         removed.append(len(choices) - len(kept) if kept else 0)
         return kept or choices
 
-    fns = get_algorithm_selector_cache().preprocessing_fns
-    fns.append(withhold)
-    try:
+    with _preprocessing(withhold):
         yield removed
-    finally:
-        if withhold in fns:
-            fns.remove(withhold)
 
 
 def graph_input_views(choice: Any) -> list[tuple[int, tuple, tuple, int] | None]:
