@@ -87,12 +87,18 @@ def explain(row: dict, case, col: str, known, versions, static_check, candidates
         # The default path's compile, in a session that knows the file: its wrong winner may be blamed on an
         # entry's candidates (confirm.blame). That explains the static failure, not which kernel was wrong in
         # the dynamic one, so it is recorded as its own reason (known_static).
-        row[f"{col}_static"], blamed = static_check(case)
+        row[f"{col}_static"], blamed, row[f"{col}_static_none"] = static_check(case)
         if blamed:
             row[f"{col}_static_candidates"] = list(blamed)
             entry = known_mod.match(known, col, case, versions, "wrong-result", candidates=blamed)
             if entry is not None:
                 row["known_static"] = entry.id
+
+
+def dynamic_only(row: dict, col: str) -> bool:
+    """A failure of a dynamic-shape compile on a shape where the static compile is unsupported, with eager
+    right on the same inputs (the oracle is not what is wrong)."""
+    return str(row.get(f"{col}_static_none", "")).startswith("unsupported") and row.get("eager-case", 2) <= 1
 
 
 def rematch(rows: list, col: str, versions: dict) -> None:
@@ -242,17 +248,21 @@ def main() -> int:
     versions = known_mod.installed_versions(("torch", "triton", *known.packages()))
     static_session: list = []
 
-    def static_check(case) -> tuple[float | None, tuple[str, ...]]:
+    def static_check(case) -> tuple[float | None, tuple[str, ...], str]:
+        """(max |error|/tolerance of a static compile, the candidates its wrong winner is blamed on, and
+        where it judged nothing, why: "unsupported: ..." or the exception)."""
         if not static_session:
             static_session.append(GemmSession(Compiler(timeout_s=120), options, known=known))
         try:
-            return Gemm(case, col, static_session[0], "calibrate-static").check().verdict.max_ratio, ()
+            return Gemm(case, col, static_session[0], "calibrate-static").check().verdict.max_ratio, (), ""
         except CandidateMismatch:  # the static winner was right, a losing candidate wrong: no wrong winner blamed
-            return float("inf"), ()
+            return float("inf"), (), ""
         except GemmMismatch as exc:  # a wrong winner: blamed (exc.candidates) or not
-            return float("inf"), exc.candidates
-        except Exception:  # unsupported, crashed or timed out statically: no explanation, and the shard goes on
-            return None, ()
+            return float("inf"), exc.candidates, ""
+        except Unsupported as exc:  # no static kernel of the backend for this shape: a static run skips it
+            return None, (), f"unsupported: {exc.reason}"[:300]
+        except Exception as exc:  # crashed or timed out statically: no explanation, and the shard goes on
+            return None, (), f"{type(exc).__name__}: {str(exc)[:200]}"
 
     name = "calibration.jsonl" if shards == 1 else f"calibration-{col}-{shard}.jsonl"
     os.makedirs(args.out, exist_ok=True)
@@ -340,9 +350,16 @@ def table(rows: list, col: str, elapsed: float, mode: str) -> int:
                 why = f"unexplained: report cut, {r['partly_named']}"
             elif static is not None and static <= 1:
                 why = f"dynamic-shape kernel wrong: the static compile is right ({static:.3g})"
+            elif dynamic_only(r, col):
+                # The dynamic kernel ran a shape no static compile gives the backend: the default (static)
+                # run reports the case unsupported, and eager on the same inputs agrees with the oracle.
+                none = r[f"{col}_static_none"]
+                why = f"dynamic-shape kernel wrong where a static compile has no {col} kernel ({none})"
             else:
                 unexplained += 1
+                none = r.get(f"{col}_static_none")
                 why = "unexplained" + (f" (static compile {static:.3g})" if static is not None else "")
+                why += f" (static compile: {none})" if none else ""
             report = " | ".join(r.get(f"{col}_report", "").splitlines()[:4])
             print(f"OVER {r['case']}: {r[col]:.3g} [{why}] -- {report[:600]}")
     errors = [r for r in rows if f"{col}_error" in r]

@@ -484,15 +484,21 @@ def test_a_too_wide_cpp_entry_is_caught(shipped, widen):
 NVGEMM_VERSIONS = {"torch": "2.11.0+cu130", "nvidia-cutlass-dsl": "4.8.1"}
 
 
-def test_the_shipped_nvgemm_entry_is_the_one_observed_case(shipped):
+def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
     one = case(op="mm", m=1, n=1, k=1, dtype="bfloat16", layout="contiguous")
     entry = kn.match(shipped, "cutedsl", one, NVGEMM_VERSIONS, "raises", route="nvgemm")
     assert entry is not None and entry.id == "torch-nvgemm-1x1x1-bf16-mm-raises"
     assert kn.match(shipped, "cutedsl", replace(one, layout="transposed_ab"), NVGEMM_VERSIONS, "raises", "nvgemm")
+    # 2026-12-02 21:45: M = 16 with K = 1 raised on b's first dimension (K), which M does not touch.
+    k1 = kn.match(shipped, "cutedsl", replace(one, m=16), NVGEMM_VERSIONS, "raises", route="nvgemm")
+    assert k1 is not None and k1.id == "torch-nvgemm-k1-bf16-mm-raises"
+    assert kn.match(shipped, "cutedsl", replace(one, m=2), NVGEMM_VERSIONS, "raises", "nvgemm").id == k1.id
     misses = [
         ("cutedsl", one, NVGEMM_VERSIONS, "raises", "quack"),  # another route's failure is another bug
         ("cutedsl", one, NVGEMM_VERSIONS, "wrong-result", "nvgemm"),
-        ("cutedsl", replace(one, m=2), NVGEMM_VERSIONS, "raises", "nvgemm"),  # no evidence beyond 1x1x1
+        ("cutedsl", replace(one, m=16, n=8), NVGEMM_VERSIONS, "raises", "nvgemm"),  # N > 1: not seen
+        ("cutedsl", replace(one, m=16, k=8), NVGEMM_VERSIONS, "raises", "nvgemm"),  # K a multiple of 8
+        ("cutedsl", replace(one, m=16, layout="transposed_a"), NVGEMM_VERSIONS, "raises", "nvgemm"),  # not seen
         ("cutedsl", replace(one, m=8, n=8, k=8), NVGEMM_VERSIONS, "raises", "nvgemm"),
         ("cutedsl", replace(one, dtype="float16"), NVGEMM_VERSIONS, "raises", "nvgemm"),
         ("cutedsl", replace(one, layout="offset"), NVGEMM_VERSIONS, "raises", "nvgemm"),
@@ -511,12 +517,16 @@ def test_the_shipped_gpu_entries_cover_the_observed_cases_and_no_more(shipped):
     # The H200 findings of 2026-12-02 (docs/findings.md): each entry explains what was seen, and a neighbour
     # that was not seen stays a failure, so a new bug there cannot hide behind a known one.
     fault = case(op="linear", m=64, n=48, k=96, dtype="bfloat16", layout="offset", epilogue="residual+cast")
-    entry = kn.match(shipped, "cutlass", fault, H200_211, "raises")
-    assert entry is not None and entry.id == "torch-cutlass-offset-residual-misaligned"
+    again = case(op="mm", m=64, n=48, k=96, dtype="float16", layout="offset", epilogue="cast")  # 21:45
+    for seen in (fault, again):
+        entry = kn.match(shipped, "cutlass", seen, H200_211, "raises")
+        assert entry is not None and entry.id == "torch-cutlass-offset-misaligned", seen
     misses = [
         ("cutlass", fault, H200_211, "wrong-result"),  # it faulted; a wrong value is another bug
-        ("cutlass", replace(fault, epilogue="none"), H200_211, "raises"),
-        ("cutlass", replace(fault, dtype="float16"), H200_211, "raises"),
+        ("cutlass", replace(fault, epilogue="none"), H200_211, "raises"),  # refused by the backend when seen
+        ("cutlass", replace(again, epilogue="relu"), H200_211, "raises"),
+        ("cutlass", replace(fault, dtype="float32"), H200_211, "raises"),
+        ("cutlass", replace(again, op="bmm", batch=2), H200_211, "raises"),
         ("cutlass", replace(fault, layout="contiguous"), H200_211, "raises"),
         ("cutlass", fault, {**H200_211, "nvidia-cutlass": "4.3.0"}, "raises"),
         ("triton", fault, H200_211, "raises"),
