@@ -18,15 +18,17 @@ What a worker learns is used in three ways:
 - The autotune candidates its compile judged (candidates.py): the test process's compile is a cache hit and
   autotunes nothing, so a wrong losing candidate is known only from the worker, and fails the case there.
 
-Workers compile the case's own op (`gemm.check()` with no function; a test's own function, a lambda, cannot
-travel): a function computing the same GEMM still finds the autotuning results and Triton kernels cached.
+A test's own function (`gemm.check(fn)`) is not known until its first example runs; from then on its queued
+cases carry it (travel.py: a lambda's code and the values it reads), so a worker compiles what the test checks.
+Before that, or for a function that cannot travel, the worker compiles the case's own GEMM: a function
+computing the same GEMM still finds the autotuning results and kernels cached.
 
 Autotuning in several processes shares the GPU, so the winning config can differ from a serial run (the
 verdict cannot: every case is still checked); benchmarks never use the pool. Each worker gets a share of
 the cores for Inductor's own compile pool (`worker_env`).
 
-The worker side is `python -m pytest_gemmguard.ahead`: one JSON job per line on stdin, one JSON result per
-line on a private copy of stdout (the real stdout goes to stderr: a compiler's prints cannot corrupt it).
+The worker side is `python -m pytest_gemmguard.ahead_worker` (ahead_worker.py): one JSON job per line on
+stdin, one JSON result per line on its stdout.
 """
 
 from __future__ import annotations
@@ -44,16 +46,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-
-# What a CUDA error that poisons the context says: after one of these the process cannot use the GPU again.
-FATAL_CUDA = (
-    "illegal memory access",
-    "misaligned address",
-    "unspecified launch failure",
-    "device-side assert",
-    "illegal instruction",
-    "an illegal memory access",
-)
 
 
 def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = None) -> dict:
@@ -90,7 +82,7 @@ def job_args(backend: Any, compiler: Any, all_choices: bool = True) -> dict:
 
 @dataclass
 class Job:
-    key: tuple  # (backend, GemmCase)
+    key: tuple  # (backend, GemmCase, the digest of the test's own function that travels, or "")
     tag: str  # the test it belongs to: its queued jobs are dropped when the test ends
     line: str
     state: str = "queued"  # queued -> running -> done
@@ -114,6 +106,7 @@ class AheadPool:
         self._paused = 0  # while > 0 no new job starts (a benchmark is timing)
         self._running = 0
         self._next_id = 0
+        self._functions: dict[tuple[str, str], dict] = {}  # (tag, backend) -> the test's own function
         self.stats = collections.Counter()
 
     # ------------------------------------------------------------------ the test process's side
@@ -121,10 +114,12 @@ class AheadPool:
                timeout_s: float = 0.0, first: bool = False, backend_file: str = "",
                all_choices: bool = True) -> None:  # fmt: skip
         """Queue `cases` for compiling ahead through `backend` (a case already queued or done is skipped);
-        `first`: ahead of everything queued (a case the test process needs now)."""
+        `first`: ahead of everything queued (a case the test process needs now). The test's own function
+        goes with them once `attach` has it."""
         with self._lock:
+            fn = self._functions.get((tag, backend))
             for case in reversed(cases) if first else cases:
-                key = (backend, case)
+                key = (backend, case, fn["digest"] if fn else "")
                 if key in self._jobs:
                     known = self._jobs[key]
                     if first and known.state == "queued":  # needed now: ahead of whatever was queued before it
@@ -135,7 +130,7 @@ class AheadPool:
                 line = json.dumps({"id": self._next_id, "backend": backend, "case": dataclasses.asdict(case),
                                    "dynamic": dynamic, "backend_module": backend_module,
                                    "backend_file": backend_file, "timeout_s": timeout_s,
-                                   "all_choices": all_choices})  # fmt: skip
+                                   "all_choices": all_choices, "fn": fn})  # fmt: skip
                 job = Job(key, tag, line)
                 self._jobs[key] = job
                 if first:
@@ -145,6 +140,30 @@ class AheadPool:
                 self.stats["submitted"] += 1
             self._lock.notify_all()
         self._start()
+
+    def attach(self, tag: str, backend: str, fn: dict) -> None:
+        """The test `tag` checks its own function `fn` (travel.pack): its cases still queued, and any it
+        queues later, are compiled with it instead of the case's own GEMM."""
+        with self._lock:
+            if self._functions.get((tag, backend)) == fn:
+                return
+            self._functions[(tag, backend)] = fn
+            keep: collections.deque[Job] = collections.deque()
+            for job in self._queue:
+                if job.tag == tag and job.key[0] == backend:
+                    self._drop(job)
+                    job.key = (*job.key[:2], fn["digest"])
+                    if job.key in self._jobs:  # the same case with this function is queued or done already
+                        continue
+                    job.line = json.dumps({**json.loads(job.line), "fn": fn})
+                    self._jobs[job.key] = job
+                keep.append(job)
+            self._queue = keep
+
+    def _drop(self, job: Job) -> None:
+        # Only this job's own entry: after a re-key another job may hold the same key.
+        if self._jobs.get(job.key) is job:
+            del self._jobs[job.key]
 
     def vet(self, backend: str, case: Any, tag: str, **job: Any) -> dict | None:
         """What a worker learnt compiling and running `case` (queued now, first in line, if it was not), or
@@ -156,7 +175,9 @@ class AheadPool:
         if not usable:
             return None
         self.submit(backend, [case], tag, first=True, **job)
-        found = self._jobs[(backend, case)]
+        with self._lock:
+            fn = self._functions.get((tag, backend))
+            found = self._jobs[(backend, case, fn["digest"] if fn else "")]
         started = time.perf_counter()
         limit = job.get("timeout_s") or None
         if not found.done.wait(limit + 60 if limit else None):
@@ -171,7 +192,7 @@ class AheadPool:
             keep: collections.deque[Job] = collections.deque()
             for job in self._queue:
                 if job.tag == tag:
-                    del self._jobs[job.key]
+                    self._drop(job)
                     self.stats["dropped"] += 1
                 else:
                     keep.append(job)
@@ -276,7 +297,7 @@ class AheadPool:
         if self._log_dir:
             log = open(os.path.join(self._log_dir, f"ahead-worker-{slot}.log"), "a")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_gemmguard.ahead"],
+            [sys.executable, "-m", "pytest_gemmguard.ahead_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, text=True, bufsize=1,
         )  # fmt: skip
         if log is not subprocess.DEVNULL:
@@ -305,96 +326,3 @@ def _death(proc: subprocess.Popen) -> str:
             name = f"signal {-rc}"
         return f"the process compiling and running it died with {name}"
     return f"the process compiling and running it exited with status {rc}"
-
-
-# ---------------------------------------------------------------------- the worker's side
-def compile_case(job: dict, cache_dir: str | None) -> Any:
-    """Compile and run `job`'s case once through its backend, as the test process would (same function,
-    inputs, options and math precision, every autotune candidate judged when `all_choices`); returns the
-    CallRecord."""
-    from . import candidates
-    from .cases import GemmCase, build_inputs, case_function
-    from .compile import Compiler, run_checked
-    from .ops import OPS
-    from .precision import math_precision
-
-    case = GemmCase(**job["case"])
-    backend = resolve_backend(job)
-    inputs = build_inputs(case, backend.device())
-    target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
-    compiler = job.get("compiler") or Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
-    compiler.activate()
-    judged = case.dtype if job.get("all_choices") else None
-    with math_precision(case.dtype), candidates.judging(judged, repr(case)):
-        _, record = run_checked(compiler.compile(backend, target, flat, OPS[case.op].weight_positions), flat)
-    return record
-
-
-def resolve_backend(job: dict) -> Any:
-    """The job's backend; one registered at run time (a conftest calling `backends.register`) is not known to
-    a fresh interpreter, so the module that defines it is imported first: by name, else from its file (a
-    `conftest` module name can find another project's conftest first on sys.path)."""
-    import importlib
-    import importlib.util
-
-    from . import backends
-
-    if job["backend"] not in backends.names() and job.get("backend_module"):
-        try:
-            importlib.import_module(job["backend_module"])
-        except ImportError:
-            pass
-    if job["backend"] not in backends.names() and job.get("backend_file"):
-        spec = importlib.util.spec_from_file_location(f"gemmguard_backend_{job['backend']}", job["backend_file"])
-        if spec is not None and spec.loader is not None:
-            spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    return backends.get(job["backend"])
-
-
-def fatal_cuda(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__}: {exc}".lower()
-    return "cuda error" in text and any(m in text for m in FATAL_CUDA)
-
-
-def worker_main() -> int:
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # whatever Inductor, Triton or nvcc print goes to the log, never into the protocol
-    import torch  # the slow part: only then is the worker ready
-
-    from . import candidates
-    from .cases import GemmCase
-    from .compile import Compiler
-    from .errors import CompileTimeout, Unsupported
-
-    compiler = Compiler(cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").rsplit(os.sep, 1)[0] or None,
-                        timeout_s=0)  # fmt: skip
-    print(json.dumps({"ready": True}), file=proto)
-    for line in sys.stdin:
-        job = json.loads(line)
-        compiler.dynamic = bool(job.get("dynamic", False))
-        compiler.timeout_s = float(job.get("timeout_s") or 0)
-        started = time.perf_counter()
-        status, detail, judged = "ok", "", []
-        try:
-            record = compile_case({**job, "compiler": compiler}, None)
-            if torch.cuda.is_initialized():
-                # CUDA reports a kernel's fault asynchronously: wait for it here, so it is this case's.
-                torch.cuda.synchronize()
-            # What this compile's autotuning judged: the test process's cache-hit compile takes these.
-            judged = [c.to_json() for c in candidates.judged_for(record, repr(GemmCase(**job["case"])))]
-        except Unsupported as exc:
-            status, detail = "unsupported", exc.reason
-        except CompileTimeout as exc:
-            status, detail = "timeout", str(exc)
-        except Exception as exc:
-            status = "fatal" if fatal_cuda(exc) else "error"
-            detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
-        print(json.dumps({"id": job["id"], "status": status, "detail": detail, "candidates": judged,
-                          "compile_s": round(time.perf_counter() - started, 3)}), file=proto)  # fmt: skip
-        if status == "fatal":
-            return 3  # this process's CUDA context is gone; the pool starts a new worker
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(worker_main())

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import ahead, backends, candidates, confirm, differential, oracle, repro
+from . import ahead, backends, candidates, confirm, differential, oracle, repro, travel
 from ._compat import hypothesis as hypothesis_compat
 from .cases import case_function
 from .compile import run_checked
@@ -97,7 +97,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         expected = oracle.reference(fn, flat)
         expected_dtype = eager_out.dtype
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
-    learnt = _learn_ahead(session, gemm, backend)
+    learnt = _learn_ahead(session, gemm, backend, fn)
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
     # Every autotune candidate of a graph compiled now is judged too, not only the winner (candidates.py).
@@ -114,6 +114,8 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
     session.tally.add(gemm.backend, "compile_s", record.compile_s)
     seen = candidates.judged_for(record, repr(case))
     from_worker = not seen and bool(learnt and learnt.get("candidates"))
+    # A worker that could not have the test's own function judged the candidates of the case's own GEMM.
+    op_only = from_worker and fn is not None and not learnt.get("fn")
     if from_worker:  # this compile was a cache hit of a worker's: its autotuning judged them there
         seen = [candidates.CandidateResult.from_json(d) for d in learnt["candidates"]]
     checked, wrong, unchecked = candidates.tally(seen)
@@ -130,7 +132,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         path = repro.write(session.options.repro_dir, gemm, fn, backend, verdict, session.compiler.dynamic)
         weights, reference = OPS[case.op].weight_positions, (expected, tol, expected_dtype)
         # Candidates a worker judged in the case's own op are not what a test's own function compiles here.
-        judged_here = [] if from_worker and fn is not None else seen
+        judged_here = [] if op_only else seen
         blamed, lines = _blame_winner(session, gemm, backend, target, flat, weights, reference, judged_here)
         others = None
         if _reported(session, gemm, blamed):
@@ -144,7 +146,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         # the compiled code never runs the candidate.
         weights = OPS[case.op].weight_positions
         where, args, reference = target, flat, (expected, tol, expected_dtype)
-        if from_worker and fn is not None:  # the worker judged them in the case's own op: confirm them there
+        if op_only:  # the worker judged them in the case's own GEMM: confirm them there
             where, args = case_function(case.op, case.epilogue, case.dtype), inputs.flat
             reference = (case_expected, case_tol, DTYPES[case.out_dtype])
         found = confirm.run(session, gemm, backend, where, args, weights, reference, [r for r in seen if r.wrong])
@@ -165,13 +167,19 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
     return CheckResult(out, verdict, record)
 
 
-def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) -> dict | None:
+def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend, fn: Callable | None) -> dict | None:
     """Wait for the compile-ahead worker that has this case (its compile then is a cache hit here) and return
-    what it learnt. A case that killed that worker is not run in this process: it fails with the reason."""
+    what it learnt. A case that killed that worker is not run in this process: it fails with the reason. The
+    test's own function goes to the workers where it can (travel.py), for this case and its next ones."""
     pool = session.pool_for(gemm.backend)
     if pool is None or backend.name != gemm.backend or not gemm.use_ahead:
         return None
     job = ahead.job_args(backend, session.compiler, session.options.all_choices)
+    stays = ""
+    if fn is not None:
+        payload, stays = travel.pack(fn)
+        if payload is not None:
+            pool.attach(gemm.test_id, gemm.backend, payload)
     asked = time.perf_counter()
     learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **job)
     session.tally.add(gemm.backend, "wait_s", time.perf_counter() - asked)  # where the time went (report.py)
@@ -179,11 +187,16 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend) ->
         return None
     gemm.ahead = learnt.get("status")
     if gemm.ahead == "fatal":
-        raise CaseKilledProcess(gemm.backend, learnt.get("detail", "no detail"))
+        detail = learnt.get("detail", "no detail")
+        if fn is not None and not learnt.get("fn"):
+            detail += f" (it compiled the case's own GEMM: your function could not go to a worker, {stays})"
+        raise CaseKilledProcess(gemm.backend, detail)
     if gemm.ahead == "timeout":
         raise CompileTimeout(f"{learnt.get('detail')} (in the compile-ahead worker)")
     if gemm.ahead == "ok":
         session.tally.add(gemm.backend, "compiled_ahead")
+        if learnt.get("fn"):
+            session.tally.add(gemm.backend, "compiled_ahead_fn")
     return learnt
 
 

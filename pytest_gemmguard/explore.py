@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck
 
-from . import ahead, backends, strategies
+from . import ahead_worker, backends, strategies
 from ._compat import hypothesis as hypothesis_compat
 from .errors import (
     BackendCrashed,
@@ -114,7 +114,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 verdict = f"FAILED ({type(exc).__name__}: {headline(exc, 200)})"  # shown at once, like a wrong result
             else:
                 outcome["ran"] += 1
-                if not isinstance(exc, CaseKilledProcess) and ahead.fatal_cuda(exc):
+                if not isinstance(exc, CaseKilledProcess) and ahead_worker.fatal_cuda(exc):
                     # Known, but it broke this process's CUDA context: every later example would fail for it.
                     halted.append(case)
                     verdict += "; the CUDA context is lost, so the test's other examples are not run"

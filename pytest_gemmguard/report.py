@@ -83,9 +83,12 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     else:
         lines.append("autotune candidates: only the winners were checked (--gemm-all-choices=off)")
     for name in selected:
-        ahead = int(summary.counts[(name, "compiled_ahead")])
+        ahead, own = (int(summary.counts[(name, what)]) for what in ("compiled_ahead", "compiled_ahead_fn"))
         if ahead:
-            lines.append(f"{name}: {ahead} examples compiled ahead by worker processes (--gemm-compile-workers)")
+            of_which = f" ({own} with the test's own function)" if own else ""
+            lines.append(
+                f"{name}: {ahead} examples compiled ahead by worker processes{of_which} (--gemm-compile-workers)"
+            )
     lines += time_lines(summary, selected)
     for name in selected:
         like_eager = int(summary.counts[(name, "failed_like_eager")])

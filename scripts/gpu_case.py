@@ -57,11 +57,11 @@ def _candidates(backend: str, case) -> list[str]:
 
     import torch._dynamo
 
-    from pytest_gemmguard import ahead, candidates
+    from pytest_gemmguard import ahead_worker, candidates
     from pytest_gemmguard.errors import GemmguardError
 
     try:
-        record = ahead.compile_case({"backend": backend, "case": dataclasses.asdict(case), "all_choices": True},
+        record = ahead_worker.compile_case({"backend": backend, "case": dataclasses.asdict(case), "all_choices": True},
                                     tempfile.mkdtemp(prefix="gemmguard-case-"))  # fmt: skip
     except GemmguardError as exc:
         return [f"(no candidates: {exc})"]

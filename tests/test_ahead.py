@@ -64,6 +64,18 @@ def test_never_m7(gemm):
     gemm.check()
 """
 
+# A test's own function, a lambda reading a module constant: it travels to the workers (travel.py).
+OWN_FUNCTION = """
+import torch
+from pytest_gemmguard import gemm_case
+
+SCALE = 0.5
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], max_examples=5)
+def test_own(gemm):
+    gemm.check(lambda a, b: torch.tanh(a @ b) * SCALE)
+"""
+
 EXAMPLE = re.compile(r"gemmguard \[(\S+)\] \d+/\d+ (.+?): (\w+) \(")
 
 
@@ -91,6 +103,65 @@ def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester):
     assert wait_p > 0 and wait_a == 0 and compile_p < compile_a, times
     for total, wait, compile_s, rest in times:
         assert abs(total - (wait + compile_s + rest)) <= 0.2 and compile_s > 0
+
+
+def test_a_tests_own_function_is_what_the_workers_compile(pytester):
+    pytester.makepyfile(OWN_FUNCTION)
+    args = ("--gemm-backends=aten", "--gemm-seed=3", "-v", "-p", "no:cacheprovider")
+    alone = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=0")
+    pooled = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=1")
+    alone.assert_outcomes(passed=1)
+    pooled.assert_outcomes(passed=1)
+    assert _examples(pooled) == _examples(alone) and len(_examples(alone)) == 5
+    verified = sum(verdict == "verified" for _, verdict in _examples(pooled))
+    # Every verified example was compiled ahead with the lambda itself, none with the bare mm, so the test
+    # process's own compile of the lambda is a cache hit of the worker's.
+    line = f"aten: {verified} examples compiled ahead by worker processes ({verified} with the test's own function)"
+    assert line in pooled.stdout.str(), pooled.stdout.str()
+    (_, _, compile_p, _), (_, _, compile_a, _) = times = _times(pooled), _times(alone)
+    assert compile_p < 0.5 * compile_a, times
+
+
+def test_a_function_that_cannot_travel_leaves_the_case_to_its_own_gemm(pytester):
+    import threading
+
+    from pytest_gemmguard import travel
+
+    lock = threading.Lock()
+    payload, why = travel.pack(lambda a, b: (lock, a @ b))
+    assert payload is None and "cannot be pickled" in why
+    assert travel.pack(threading.Lock())[0] is None
+    pytester.makepyfile(OWN_FUNCTION.replace("SCALE = 0.5", "import threading\nSCALE = 0.5\nLOCK = threading.Lock()")
+                        .replace("* SCALE)", "* SCALE if LOCK else None)"))  # fmt: skip
+    pooled = pytester.runpytest_subprocess("--gemm-backends=aten", "--gemm-seed=3", "-p", "no:cacheprovider",
+                                           "--gemm-compile-workers=1")  # fmt: skip
+    pooled.assert_outcomes(passed=1)
+    out = pooled.stdout.str()
+    assert "examples compiled ahead by worker processes (--gemm-compile-workers)" in out, out  # the bare GEMM
+
+
+def test_a_packed_function_computes_what_the_original_does():
+    import torch
+
+    from pytest_gemmguard import travel
+
+    offset = torch.tensor(2.0)
+
+    def helper(x):
+        return x + offset
+
+    fn = lambda a, b, scale=3.0: helper(torch.relu(a @ b)) * scale
+    payload, why = travel.pack(fn)
+    assert why == "", why
+    # torch (imported in this function) and helper (defined in it) are closure cells: a module, by name, and
+    # a function pickle cannot name, by its code; helper's own cell, offset, by pickle.
+    kinds = sorted(how for how, _ in payload["cells"])
+    assert kinds == ["function", "module"], kinds
+    rebuilt = travel.unpack(payload)
+    a, b = torch.randn(4, 5), torch.randn(5, 3)
+    assert torch.equal(rebuilt(a, b), fn(a, b)) and rebuilt is not fn
+    assert travel.pack(fn)[0]["digest"] == payload["digest"]
+    assert travel.pack(lambda a, b: a @ b)[0]["digest"] != payload["digest"]
 
 
 TIMES = re.compile(
@@ -154,7 +225,7 @@ def test_no_worker_compiles_while_a_benchmark_times():
             while pool._procs[0] is None and time.monotonic() < deadline:  # the worker starts meanwhile
                 time.sleep(0.2)
             time.sleep(1.0)
-            assert pool._procs[0] is not None and pool._jobs[("aten", case)].state == "queued"
+            assert pool._procs[0] is not None and pool._jobs[("aten", case, "")].state == "queued"
         assert pool.vet("aten", case, "t")["status"] == "ok"  # released: the job runs
     finally:
         pool.close()
@@ -178,3 +249,43 @@ def test_a_case_needed_now_jumps_the_queue():
     assert [job.key[1] for job in pool._queue] == [cases[2], cases[0], cases[1]]
     pool.forget("t")
     assert not pool._queue
+
+
+def test_a_tests_own_function_goes_with_its_queued_cases_only():
+    import json
+
+    from pytest_gemmguard.cases import GemmCase
+
+    pool = ahead.AheadPool(0)  # no workers: the queue alone
+    mine, other = [GemmCase("mm", m, 8, 8) for m in (1, 2)], GemmCase("mm", 3, 8, 8)
+    pool.submit("aten", mine, "t")
+    pool.submit("aten", [other], "u")
+    pool.submit("cpp", mine[:1], "t")
+    fn = {"digest": "abc", "code": "x"}
+    pool.attach("t", "aten", fn)
+    pool.submit("aten", [GemmCase("mm", 4, 8, 8)], "t")  # queued after: with the function too
+    carried = {(job.tag, job.key[0], job.key[1].m): (job.key[2], json.loads(job.line)["fn"]) for job in pool._queue}
+    assert carried == {
+        ("t", "aten", 1): ("abc", fn),
+        ("t", "aten", 2): ("abc", fn),
+        ("t", "aten", 4): ("abc", fn),
+        ("u", "aten", 3): ("", None),  # another test's case
+        ("t", "cpp", 1): ("", None),  # the same test on another backend
+    }
+    assert set(pool._jobs) == {job.key for job in pool._queue}
+
+
+def test_two_tests_with_one_function_share_a_job_and_end_apart():
+    """Two tests checking the same function on the same case: the second one's re-keyed job is the first
+    one's, queued once; either test ending leaves the other's job findable."""
+    from pytest_gemmguard.cases import GemmCase
+
+    pool = ahead.AheadPool(0)  # no workers: the queue alone
+    case, fn = GemmCase("mm", 5, 8, 8), {"digest": "abc", "code": "x"}
+    pool.attach("u", "aten", fn)
+    pool.submit("aten", [case], "u")
+    pool.submit("aten", [case], "t")  # queued before t says which function it checks
+    pool.attach("t", "aten", fn)
+    assert [(job.tag, job.key[2]) for job in pool._queue] == [("u", "abc")]
+    pool.forget("t")
+    assert ("aten", case, "abc") in pool._jobs and len(pool._queue) == 1

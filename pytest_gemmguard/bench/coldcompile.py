@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ahead import resolve_backend
+from ..ahead_worker import resolve_backend
 
 # torch timer names -> the phase they measure (values are summed per phase).
 PHASES = {

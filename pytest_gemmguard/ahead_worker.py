@@ -1,0 +1,119 @@
+"""The compile-ahead worker (ahead.py's pool starts it as `python -m pytest_gemmguard.ahead_worker`): one JSON
+job per line on stdin, one JSON result per line on a private copy of stdout (the real stdout goes to stderr: a
+compiler's prints cannot corrupt it). Each job is compiled and run once, as the test process would, and the
+result says what happened: ok (with the autotune candidates judged), unsupported, timeout, error, or fatal (a
+CUDA error that poisons the context: then this process exits and the pool starts another).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+# What a CUDA error that poisons the context says: after one of these the process cannot use the GPU again.
+FATAL_CUDA = (
+    "illegal memory access",
+    "misaligned address",
+    "unspecified launch failure",
+    "device-side assert",
+    "illegal instruction",
+    "an illegal memory access",
+)
+
+
+def compile_case(job: dict, cache_dir: str | None) -> Any:
+    """Compile and run `job`'s case once through its backend, as the test process would (same function,
+    inputs, options and math precision, every autotune candidate judged when `all_choices`); returns the
+    CallRecord."""
+    from . import candidates, travel
+    from .cases import GemmCase, build_inputs, case_function
+    from .compile import Compiler, run_checked
+    from .ops import OPS
+    from .precision import math_precision
+
+    case = GemmCase(**job["case"])
+    backend = resolve_backend(job)
+    inputs = build_inputs(case, backend.device())
+    target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
+    if job.get("fn"):  # the test's own function, called as check(fn) calls it
+        target, flat = travel.unpack(job["fn"]), inputs.args
+    compiler = job.get("compiler") or Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
+    compiler.activate()
+    judged = case.dtype if job.get("all_choices") else None
+    with math_precision(case.dtype), candidates.judging(judged, repr(case)):
+        _, record = run_checked(compiler.compile(backend, target, flat, OPS[case.op].weight_positions), flat)
+    return record
+
+
+def resolve_backend(job: dict) -> Any:
+    """The job's backend; one registered at run time (a conftest calling `backends.register`) is not known to
+    a fresh interpreter, so the module that defines it is imported first: by name, else from its file (a
+    `conftest` module name can find another project's conftest first on sys.path)."""
+    import importlib
+    import importlib.util
+
+    from . import backends
+
+    if job["backend"] not in backends.names() and job.get("backend_module"):
+        try:
+            importlib.import_module(job["backend_module"])
+        except ImportError:
+            pass
+    if job["backend"] not in backends.names() and job.get("backend_file"):
+        spec = importlib.util.spec_from_file_location(f"gemmguard_backend_{job['backend']}", job["backend_file"])
+        if spec is not None and spec.loader is not None:
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return backends.get(job["backend"])
+
+
+def fatal_cuda(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return "cuda error" in text and any(m in text for m in FATAL_CUDA)
+
+
+def worker_main() -> int:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever Inductor, Triton or nvcc print goes to the log, never into the protocol
+    import torch  # the slow part: only then is the worker ready
+
+    from . import candidates
+    from .cases import GemmCase
+    from .compile import Compiler
+    from .errors import CompileTimeout, Unsupported
+
+    compiler = Compiler(cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").rsplit(os.sep, 1)[0] or None,
+                        timeout_s=0)  # fmt: skip
+    print(json.dumps({"ready": True}), file=proto)
+    for line in sys.stdin:
+        job = json.loads(line)
+        compiler.dynamic = bool(job.get("dynamic", False))
+        compiler.timeout_s = float(job.get("timeout_s") or 0)
+        started = time.perf_counter()
+        status, detail, judged = "ok", "", []
+        try:
+            record = compile_case({**job, "compiler": compiler}, None)
+            if torch.cuda.is_initialized():
+                # CUDA reports a kernel's fault asynchronously: wait for it here, so it is this case's.
+                torch.cuda.synchronize()
+            # What this compile's autotuning judged: the test process's cache-hit compile takes these.
+            judged = [c.to_json() for c in candidates.judged_for(record, repr(GemmCase(**job["case"])))]
+        except Unsupported as exc:
+            status, detail = "unsupported", exc.reason
+        except CompileTimeout as exc:
+            status, detail = "timeout", str(exc)
+        except Exception as exc:
+            status = "fatal" if fatal_cuda(exc) else "error"
+            detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
+        print(json.dumps({"id": job["id"], "status": status, "detail": detail, "candidates": judged,
+                          "fn": bool(job.get("fn")), "compile_s": round(time.perf_counter() - started, 3)}),
+              file=proto)  # fmt: skip
+        if status == "fatal":
+            return 3  # this process's CUDA context is gone; the pool starts a new worker
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())
