@@ -4,7 +4,7 @@
     python3 kernels/check_cute.py --quick    # a few cases only
     python3 kernels/check_cute.py --optin    # only the switches next to the default (~1 min)
 
-The switches section (also at the end of a full run) sets GEMMGUARD_CUTE_SPLIT_K / _BRANCH_EPI / _RASTER
+The switches section (also at the end of a full run) sets GEMMGUARD_CUTE_SPLIT_K / _BRANCH_EPI / _RASTER / _A_ROWS
 in this process per case (cute_gemm reads them at call time) and prints the default beside each.
 
 Every case is caught on its own: a failing case prints one line and the sweep goes on.  Full
@@ -43,7 +43,7 @@ def over_budget():
     return time.time() - T_START > BUDGET_S
 
 
-OPTIN_ENV = ("GEMMGUARD_CUTE_SPLIT_K", "GEMMGUARD_CUTE_RASTER", "GEMMGUARD_CUTE_BRANCH_EPI")
+OPTIN_ENV = ("GEMMGUARD_CUTE_SPLIT_K", "GEMMGUARD_CUTE_RASTER", "GEMMGUARD_CUTE_BRANCH_EPI", "GEMMGUARD_CUTE_A_ROWS")
 
 
 def set_env(flags):
@@ -95,11 +95,13 @@ def optin_section(cg, make, reference):
     import torch
 
     dev = "cuda"
-    before = {"GEMMGUARD_CUTE_SPLIT_K": "0", "GEMMGUARD_CUTE_BRANCH_EPI": "0"}  # the defaults until 2026-12-01
+    # the defaults until 2026-12-01
+    before = {"GEMMGUARD_CUTE_SPLIT_K": "0", "GEMMGUARD_CUTE_BRANCH_EPI": "0", "GEMMGUARD_CUTE_A_ROWS": "0"}
     modes = [
         ("default", {}),
         ("before", before),
         ("no split-K", {"GEMMGUARD_CUTE_SPLIT_K": "0"}),
+        ("all rows", {"GEMMGUARD_CUTE_A_ROWS": "0"}),  # the default until 2026-12-03
     ]
     large_modes = [
         ("default", {}),
@@ -107,10 +109,12 @@ def optin_section(cg, make, reference):
         ("raster16", {"GEMMGUARD_CUTE_RASTER": "16"}),
     ]
     log(
-        "\n== switches: the default (split-K for decode and the branch epilogue on) vs both off (before), "
-        "GEMMGUARD_CUTE_SPLIT_K=0 (decode), GEMMGUARD_CUTE_RASTER=16 (large)"
+        "\n== switches: the default (A's rows only, split-K where tiles cannot fill the GPU, the branch epilogue) "
+        "vs all three off (before), GEMMGUARD_CUTE_SPLIT_K=0 and GEMMGUARD_CUTE_A_ROWS=0 (decode), "
+        "GEMMGUARD_CUTE_RASTER=16 (large)"
     )
     decode = [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (16, 4096, 11008), (7, 4104, 3080)]
+    decode += [(24, 1000, 1000), (32, 520, 4200), (13, 256, 136)]  # a_rows 32 with a ragged K; 32 exactly; a_rows 16
     decode_modes = modes
     chains = [
         ("plain", None, (), None),
@@ -140,7 +144,7 @@ def optin_section(cg, make, reference):
                 for mode, flags in case_modes:
                     set_env(flags)
                     try:
-                        cfg = cg.pick_config(m, n, 1, cg._sms(a.device), k)
+                        cfg = cg.pick_config(m, n, 1, cg._sms(a.device), k, a_kmajor=True)
                         split = cg.pick_split(cfg, m, n, k, 1, cg._sms(a.device))
                         out = cg.gemm(
                             a,
@@ -172,7 +176,9 @@ def optin_section(cg, make, reference):
     log(f"  {'shape':>16} {'mode':>9} {'config':>22} {'split':>5} {'ms':>8} {'graph us':>9} {'% cuBLAS (graph)':>17}")
     timing = [
         (1, 4096, 4096, modes),
+        (8, 4096, 4096, modes),
         (16, 4096, 4096, modes),
+        (32, 4096, 4096, modes),
         (64, 4096, 4096, modes),
         (16, 4096, 11008, modes),
         (4096, 4096, 4096, large_modes),
@@ -187,7 +193,7 @@ def optin_section(cg, make, reference):
             )
             for mode, flags in tmodes:
                 set_env(flags)
-                cfg = cg.pick_config(m, n, 1, cg._sms(a.device), k)
+                cfg = cg.pick_config(m, n, 1, cg._sms(a.device), k, a_kmajor=True)
                 split = cg.pick_split(cfg, m, n, k, 1, cg._sms(a.device))
                 t_ms = bench_ms(lambda: cg.gemm(a, b))
                 t_g = graph_us(lambda: cg.gemm(a, b))

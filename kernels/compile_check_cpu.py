@@ -84,6 +84,14 @@ cases += [
     (torch.float16, torch.float32, False, True, cg.CONFIGS[cg.CFG_DECODE.name + "_be"], None, None, None, ()),
     (torch.bfloat16, torch.bfloat16, True, False, cg.CONFIGS[cg.CFG_MID.name + "_be"], None, None, None, (), False),
 ]
+# GEMMGUARD_CUTE_A_ROWS: the decode configs loading only A's rows (K-major A), B either way, and with a chain
+for name in ("64x32x128_w1_s8_be", "64x128x64_w1_s8_sk"):
+    for rows in cg.A_ROWS:
+        for bk in (True, False):
+            cfg = cg.CONFIGS[f"{name}_a{rows}"]
+            cases.append((torch.bfloat16, torch.bfloat16, True, bk, cfg, None, None, None, ()))
+a16 = cg.CONFIGS["64x32x128_w1_s8_be_a16"]
+cases.append((torch.float16, torch.float16, True, False, a16, torch.float16, None, None, ("gelu",)))
 # the split-K epilogue kernels: (out dtype, bias, epi_bias, residual, steps)
 epilogues = [
     (torch.bfloat16, None, None, None, ()),

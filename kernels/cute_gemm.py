@@ -18,7 +18,8 @@ Kernel (SM90 only; below SM90 ``takes()`` refuses, there is no SM80 path yet):
 * switches, read at every call (``env_flags()``), measured on the H200 with ``kernels/check_cute.py
   --optin`` (2026-12-01, BENCHMARKS.md "gemmguard's own kernels"; 195 opt-in cases, 0 wrong):
   - split-K for decode, ON by default (``GEMMGUARD_CUTE_SPLIT_K=0`` turns it off): M <= 64, K >= 1024,
-    and only when the output tiles alone cannot fill the SMs: config 64x128x64, one consumer
+    and only when the output tiles alone cannot fill the SMs (and, since 2026-12-03, not where loading only
+    A's rows applies and the 64x32 tiles fill the SMs: that unsplit kernel is faster, see below): config 64x128x64, one consumer
     warpgroup, 8 stages; the work units are (K slice, tile) pairs, slice-major, walked persistently;
     each unit's fp32 partial sums go by atomic adds into a zeroed fp32 workspace (M, N padded to 4),
     and a second small kernel applies bias + the step chain once and writes the output.  pick_split()
@@ -26,6 +27,12 @@ Kernel (SM90 only; below SM90 ``takes()`` refuses, there is no SM80 path yet):
     CTAs).  Kernel time (CUDA graph) 16x4096x4096: 19.9 -> 14.5 us (cuBLAS 9.6).  A/B role swap (N
     in the MMA's M) was not done: the decode kernel is bound by streaming B through TMA, not by the
     MMA rows wasted on M = 16.
+  - only A's rows, ON by default (``GEMMGUARD_CUTE_A_ROWS=0`` turns it off): in a decode config with M
+    <= 32 and A K-major, each stage's TMA loads only the first 8, 16 or 32 rows of A (boxes of rows x 64,
+    one per 64-wide K atom), never a box reaching past M: TMA's bounds check on such a box made every
+    load slow.  Then the unsplit decode kernel beats split-K wherever its 64x32 tiles fill the SMs, and
+    split-K is not used there.  Kernel time (CUDA graph) 16x4096x4096: 14.4 (split-K) -> 8.0 us (cuBLAS
+    10.3); through gemmguard's fixture 7.15 us against cuBLAS 8.66 (BENCHMARKS.md, 2026-12-03).
   - branch epilogue, ON by default (``GEMMGUARD_CUTE_BRANCH_EPI=0`` turns it off): the epilogue
     converts / applies the chain only inside the full-tile and in-bounds branches; with the old
     epilogue ptxas reports C7514 (WGMMAs serialised) for every config.  4096^3: 254 -> 233 us.
@@ -76,11 +83,16 @@ class TileConfig:
     # epilogue reads the accumulators only inside the full-tile / in-bounds branches: without it
     # ptxas (C7514) serialises the WGMMAs ("non wgmma instructions reading accumulator registers")
     branch_epi: bool = False
+    # rows of A a stage loads (8, 16 or 32; 0 = all bm): a decode M below the tile, A K-major.  TMA checks
+    # the bounds of a box that reaches past M on every load, and that costs (DeepGEMM issue 35); the A
+    # stage's rows past a_rows stay stale and feed only output rows the epilogue never stores
+    a_rows: int = 0
 
     @property
     def name(self) -> str:
         extra = ("_sk" if self.split_k else "") + (f"_g{self.group_m}" if self.group_m != GROUP_M else "")
         extra += "_be" if self.branch_epi else ""
+        extra += f"_a{self.a_rows}" if self.a_rows else ""
         return f"{self.bm}x{self.bn}x{self.bk}_w{self.consumers}_s{self.stages}{extra}"
 
 
@@ -91,7 +103,12 @@ CFG_DECODE = TileConfig(64, 32, 128, 1, 8)
 CFG_DECODE_SK = TileConfig(64, 128, 64, 1, 8, split_k=True)
 CFG_LARGE_G16 = TileConfig(128, 256, 64, 2, 4, group_m=16)
 _BASE_CONFIGS = (CFG_LARGE, CFG_MID, CFG_DECODE, CFG_DECODE_SK, CFG_LARGE_G16)
-CONFIGS = {c.name: c for c in (*_BASE_CONFIGS, *(replace(c, branch_epi=True) for c in _BASE_CONFIGS if not c.split_k))}
+_WITH_BE = (*_BASE_CONFIGS, *(replace(c, branch_epi=True) for c in _BASE_CONFIGS if not c.split_k))
+A_ROWS = (8, 16, 32)  # divisors of the decode tile's 64 rows
+CONFIGS = {
+    c.name: c
+    for c in (*_WITH_BE, *(replace(c, a_rows=r) for c in _WITH_BE if c.bm == 64 and c.consumers == 1 for r in A_ROWS))
+}
 
 SPLIT_K_MAX = 16
 SPLIT_K_MIN_K = 1024  # below this K the second launch costs more than the split gains
@@ -104,13 +121,25 @@ def env_flags() -> dict:
     * ``GEMMGUARD_CUTE_SPLIT_K``: split-K in the decode regime (CFG_DECODE_SK), on unless ``0``;
     * ``GEMMGUARD_CUTE_RASTER=16``: the large config walks bands of 16 tile rows (CFG_LARGE_G16), off;
     * ``GEMMGUARD_CUTE_BRANCH_EPI``: every non-split config gets ``branch_epi`` (suffix ``_be``), on
-      unless ``0``.
+      unless ``0``;
+    * ``GEMMGUARD_CUTE_A_ROWS``: a decode config loads only the rows of A that exist, rounded up to 8, 16
+      or 32 (``a_rows``, suffix ``_a8``...), when A is K-major; on unless ``0``.
     """
     return {
         "split_k": os.environ.get("GEMMGUARD_CUTE_SPLIT_K", "1") != "0",
         "raster16": os.environ.get("GEMMGUARD_CUTE_RASTER", "") == "16",
         "branch_epi": os.environ.get("GEMMGUARD_CUTE_BRANCH_EPI", "1") != "0",
+        "a_rows": os.environ.get("GEMMGUARD_CUTE_A_ROWS", "1") != "0",
     }
+
+
+def with_a_rows(cfg: TileConfig, m: int, a_kmajor: bool) -> TileConfig:
+    """`cfg` loading only the rows of A that exist (TileConfig.a_rows), where that applies: a decode
+    config (one consumer warpgroup, 64 rows), M below 64 and within 32, A K-major, the switch on."""
+    if not (env_flags()["a_rows"] and a_kmajor and cfg.bm == 64 and cfg.consumers == 1 and not cfg.a_rows):
+        return cfg
+    rows = next((r for r in A_ROWS if m <= r), 0)
+    return replace(cfg, a_rows=rows) if rows else cfg
 
 
 def pick_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sms: int = 132) -> int:
@@ -128,16 +157,22 @@ def pick_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sms: int = 1
     return best
 
 
-def pick_config(m: int, n: int, batch: int, sms: int = 132, k: int | None = None) -> TileConfig:
-    cfg = _pick_config(m, n, batch, sms, k)
+def pick_config(m: int, n: int, batch: int, sms: int = 132, k: int | None = None, a_kmajor: bool = False) -> TileConfig:
+    cfg = _pick_config(m, n, batch, sms, k, a_kmajor)
     if env_flags()["branch_epi"] and not cfg.split_k:
         cfg = replace(cfg, branch_epi=True)
-    return cfg
+    return with_a_rows(cfg, m, a_kmajor)
 
 
-def _pick_config(m: int, n: int, batch: int, sms: int, k: int | None) -> TileConfig:
+def _pick_config(m: int, n: int, batch: int, sms: int, k: int | None, a_kmajor: bool) -> TileConfig:
     flags = env_flags()
     if m <= 64:
+        # Loading only A's rows (a_rows) makes the unsplit decode kernel faster than split-K and than cuBLAS
+        # where its tiles fill the SMs (H200 kernel time, N = 4096, 128 tiles: M = 1, 8, 16, 32 at 8.4, 7.8,
+        # 8.0, 8.6 us unsplit against 10.9-12.9 split; cuBLAS 9.8-10.7); with fewer tiles split-K stays.
+        fills = batch * math.ceil(n / CFG_DECODE.bn) >= 0.9 * sms
+        if fills and with_a_rows(CFG_DECODE, m, a_kmajor).a_rows:
+            return CFG_DECODE
         # Split-K only for a ragged M: with M a whole decode tile the branch epilogue's full-tile path is
         # faster still (H200 kernel time, 4096x4096: M = 64 9.5 us unsplit vs 14.4 split; M = 16 18.5 vs 14.5).
         if (
@@ -387,6 +422,7 @@ def _build_kernel_class():
             self.threads = 128 * (1 + cfg.consumers)
             # shared memory: both operand rings (1024-byte aligned for the swizzle) + 2 barriers/stage
             self.a_stage_bytes = cfg.bm * cfg.bk * ab_dtype.width // 8
+            self.a_load_bytes = (cfg.a_rows or cfg.bm) * cfg.bk * ab_dtype.width // 8  # what TMA brings
             self.b_stage_bytes = cfg.bn * cfg.bk * ab_dtype.width // 8
             self.smem_bytes = (self.a_stage_bytes + self.b_stage_bytes) * cfg.stages + 3 * 1024 + 16 * cfg.stages
 
@@ -486,9 +522,16 @@ def _build_kernel_class():
             sA_layout = sm90.make_smem_layout_a(a_layout, self.tile, self.ab_dtype, cfg.stages)
             sB_layout = sm90.make_smem_layout_b(b_layout, self.tile, self.ab_dtype, cfg.stages)
 
-            tma_a, gA_tma = cpasync.make_tiled_tma_atom(
-                cpasync.CopyBulkTensorTileG2SOp(), mA, cute.select(sA_layout, mode=[0, 1]), (cfg.bm, cfg.bk)
-            )
+            if cutlass.const_expr(cfg.a_rows):
+                # boxes of a_rows x 64 (one 128-byte swizzle atom of K), bk // 64 of them per stage
+                box = cute.select(sm90.make_smem_layout_a(a_layout, (cfg.a_rows, cfg.bn, 64), self.ab_dtype, 1), [0, 1])
+                tma_a, gA_tma = cpasync.make_tiled_tma_atom(
+                    cpasync.CopyBulkTensorTileG2SOp(), mA, box, (cfg.a_rows, 64)
+                )
+            else:
+                tma_a, gA_tma = cpasync.make_tiled_tma_atom(
+                    cpasync.CopyBulkTensorTileG2SOp(), mA, cute.select(sA_layout, mode=[0, 1]), (cfg.bm, cfg.bk)
+                )
             tma_b, gB_tma = cpasync.make_tiled_tma_atom(
                 cpasync.CopyBulkTensorTileG2SOp(), mB, cute.select(sB_layout, mode=[0, 1]), (cfg.bn, cfg.bk)
             )
@@ -571,17 +614,30 @@ def _build_kernel_class():
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
                 # consumer_release arrives once per consumer warp
                 consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * cfg.consumers),
-                tx_count=self.a_stage_bytes + self.b_stage_bytes,
+                tx_count=self.a_load_bytes + self.b_stage_bytes,
                 barrier_storage=bars,
                 cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
             )
 
             # (BM, BK, m, k, l) and (BN, BK, n, k, l) tile views of the TMA coordinate tensors
-            gA = cute.local_tile(gA_tma, (bm, bk), (None, None, None))
-            gB = cute.local_tile(gB_tma, (bn, bk), (None, None, None))
-            tAsA, tAgA = cpasync.tma_partition(
-                tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
+            gA = cute.local_tile(
+                gA_tma, (cfg.a_rows or bm, 64 if cutlass.const_expr(cfg.a_rows) else bk), (None, None, None)
             )
+            gB = cute.local_tile(gB_tma, (bn, bk), (None, None, None))
+            # with a_rows: the first a_rows rows of each 64-wide K atom of a stage (atoms a == 0, 1)
+            sA0 = cute.local_tile(sA, (cfg.a_rows, 64), (0, 0, None)) if cutlass.const_expr(cfg.a_rows) else sA
+            tAsA, tAgA = cpasync.tma_partition(
+                tma_a, 0, cute.make_layout(1), cute.group_modes(sA0, 0, 2), cute.group_modes(gA, 0, 2)
+            )
+            tAsA1 = tAsA
+            if cutlass.const_expr(cfg.a_rows and bk == 128):
+                tAsA1, _ = cpasync.tma_partition(
+                    tma_a,
+                    0,
+                    cute.make_layout(1),
+                    cute.group_modes(cute.local_tile(sA, (cfg.a_rows, 64), (0, 1, None)), 0, 2),
+                    cute.group_modes(gA, 0, 2),
+                )
             tBsB, tBgB = cpasync.tma_partition(
                 tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
             )
@@ -606,12 +662,28 @@ def _build_kernel_class():
                         tn = in_band // rows
                         for kt in cutlass.range(kt0, kt1, unroll=1):
                             ring.producer_acquire(wstate)
-                            cute.copy(
-                                tma_a,
-                                tAgA[(None, tm, kt, l)],
-                                tAsA[(None, wstate.index)],
-                                tma_bar_ptr=ring.producer_get_barrier(wstate),
-                            )
+                            if cutlass.const_expr(cfg.a_rows):
+                                # one tile of M (M < bm): the box row index is 0
+                                cute.copy(
+                                    tma_a,
+                                    tAgA[(None, 0, kt * (bk // 64), l)],
+                                    tAsA[(None, wstate.index)],
+                                    tma_bar_ptr=ring.producer_get_barrier(wstate),
+                                )
+                                if cutlass.const_expr(bk == 128):
+                                    cute.copy(
+                                        tma_a,
+                                        tAgA[(None, 0, kt * 2 + 1, l)],
+                                        tAsA1[(None, wstate.index)],
+                                        tma_bar_ptr=ring.producer_get_barrier(wstate),
+                                    )
+                            else:
+                                cute.copy(
+                                    tma_a,
+                                    tAgA[(None, tm, kt, l)],
+                                    tAsA[(None, wstate.index)],
+                                    tma_bar_ptr=ring.producer_get_barrier(wstate),
+                                )
                             cute.copy(
                                 tma_b,
                                 tBgB[(None, tn, kt, l)],
@@ -1046,7 +1118,7 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
     if isinstance(config, str):
         config = CONFIGS[config]
     sms = _sms(a.device)
-    cfg = config or pick_config(M, N, L, sms, K)
+    cfg = config or pick_config(M, N, L, sms, K, a_kmajor)
     split = pick_split(cfg, M, N, K, L, sms)  # 1 unless cfg.split_k
     ws = None
     if cfg.split_k:

@@ -1,0 +1,53 @@
+"""kernels/cute_gemm.py's choice of tile configuration, on the CPU (the module imports nothing CUDA).
+
+The numbers behind each rule were measured on the H200 (BENCHMARKS.md, "gemmguard's own kernels"); these
+tests pin the rules, so a change of choice is a decision someone measured, not an accident."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location("cute_gemm", Path(__file__).parents[1] / "kernels" / "cute_gemm.py")
+cg = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cg)
+
+
+@pytest.fixture(autouse=True)
+def _defaults(monkeypatch):
+    for switch in ("SPLIT_K", "RASTER", "BRANCH_EPI", "A_ROWS"):
+        monkeypatch.delenv(f"GEMMGUARD_CUTE_{switch}", raising=False)
+
+
+def pick(m, n, k, a_kmajor=True, batch=1):
+    cfg = cg.pick_config(m, n, batch, 132, k, a_kmajor)
+    return cfg.name, cg.pick_split(cfg, m, n, k, batch, 132)
+
+
+@pytest.mark.parametrize(("m", "rows"), [(1, 8), (8, 8), (9, 16), (16, 16), (17, 32), (32, 32)])
+def test_a_decode_m_loads_only_the_rows_of_a_that_exist_and_is_not_split(m, rows):
+    # 128 tiles of 64x32 on 132 SMs: unsplit with A's rows measured 7.8-8.6 us against 10.9-12.9 split
+    assert pick(m, 4096, 4096) == (f"64x32x128_w1_s8_be_a{rows}", 1)
+
+
+def test_where_a_rows_does_not_apply_the_choice_is_what_it_was():
+    assert pick(16, 4096, 4096, a_kmajor=False) == ("64x128x64_w1_s8_sk", 4)  # TMA boxes along M: all rows
+    assert pick(33, 4096, 4096) == ("64x128x64_w1_s8_sk", 4)  # no box size of 8, 16 or 32 holds M
+    assert pick(64, 4096, 4096) == ("64x32x128_w1_s8_be", 1)  # a whole tile: no box past M
+    assert pick(4096, 4096, 4096)[0] == "128x256x64_w2_s4_be"
+
+
+def test_few_tiles_keep_split_k_and_still_load_only_a_rows():
+    # 16 tiles of 64x32 cannot fill the GPU: split-K stays, its boxes of A as short as M allows
+    assert pick(16, 512, 8192) == ("64x128x64_w1_s8_sk_a16", 16)
+
+
+def test_the_switch_turns_it_off(monkeypatch):
+    monkeypatch.setenv("GEMMGUARD_CUTE_A_ROWS", "0")
+    assert pick(16, 4096, 4096) == ("64x128x64_w1_s8_sk", 4)
+
+
+def test_every_config_a_choice_can_name_is_known_by_name():
+    names = {pick(m, n, k, ak)[0] for m in (1, 16, 24, 33, 64, 300) for n in (64, 4096) for k in (64, 4096)
+             for ak in (True, False)}  # fmt: skip
+    assert names <= set(cg.CONFIGS), names - set(cg.CONFIGS)
