@@ -29,6 +29,8 @@
 #   u1 (.gpu/a), u2 (.gpu/b .gpu/cutlass_api_src), u3, u4 (.gpu/cutlass_api_src)   prepared for the next
 #                                            session: t's plan again, u1 replaying the two cases t1 left
 #                                            unexplained beside a calibration on fresh seeds
+#   w1 (.gpu/a), w2 (.gpu/b .gpu/cutlass_api_src), w3, w4 (.gpu/cutlass_api_src)   (2026-12-03): the CuteDSL
+#                                            kernel's decode switches alone, then the README main job to its end
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -570,8 +572,50 @@ u1)  # next session, call 1 (carry .gpu/a), about 450 s: stage the first half; r
   cat "$out/env.txt"; rm -f "$out/env.txt"; cut -c1-300 "$out/u1-cases.txt" | grep -E "^(base|GEMMGUARD|rc=)"
   grep "^TOTAL\|^TIME" "$out/u1-calib-triton.txt"; grep "^OVER" "$out/u1-calib-triton.txt" | cut -c1-200 | head -8
   ;;
+w1)  # 2026-12-03, call 1 (carry .gpu/a), about 30 s: stage the first half, install the CUTLASS wheel
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  cat "$out/env.txt"; rm -f "$out/env.txt"; ls /tmp/stage | head -3
+  ;;
+w2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; issue 14's decode switches alone on
+     # the machine (kernels/check_cute.py --optin: every switch's correctness on decode shapes, then timings);
+     # then the README main job with every extra, as README runs it plus -v, in a session of its own (w3, w4
+     # wait for its end), with a CPU/GPU use sampler beside it
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  OUT=$out CHECK_CUTE_BUDGET_S=150 timeout -k 5 "${CUTE_S:-200}" python3 kernels/check_cute.py --optin \
+    >"$out/w2-cute-optin.txt" 2>&1
+  echo "rc=$?" >>"$out/w2-cute-optin.txt"
+  bg_start use bash -c 'while :; do echo "$(date +%s) $(head -1 /proc/stat) gpu=$(nvidia-smi \
+    --query-gpu=utilization.gpu --format=csv,noheader,nounits)"; sleep 5; done'
+  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
+  left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
+  bg_wait main-job "$left"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "correctness|BAD|ERR" "$out/w2-cute-optin.txt" | cut -c1-220 | head -8
+  sed -n '/timing (bf16/,$p' "$out/w2-cute-optin.txt" | cut -c1-110 | head -40
+  grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -8
+  ;;
+w3|w4)  # calls 3 and 4, each at once after the last (carry .gpu/cutlass_api_src): the main job's end; then
+        # (w4, or w3 when it ended) tests/test_kernels.py through cutedsl[kernels] on the GPU
+  [ -f /tmp/bg-main-job.log ] || { echo "$phase: no main job here (the machine went back)"; exit 3; }
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+  export PATH=/tmp/site/bin:$PATH
+  bg_wait main-job "$((${CALL_S:-570} - 90))"
+  grep -v DEBUG /tmp/bg-use.log >"$out/use.txt" 2>/dev/null
+  if [ -f /tmp/bg-main-job.done ]; then
+    timeout -k 5 80 python3 -m pytest "${plugins[@]}" tests/test_kernels.py --gemm-backends='cutedsl[kernels]' -v -rs \
+      >"$out/kernels-tests.txt" 2>&1
+    echo "rc=$?" >>"$out/kernels-tests.txt"
+  fi
+  rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -30
+  sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
+  [ -f "$out/kernels-tests.txt" ] && summary kernels-tests "$out/kernels-tests.txt"
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4 or u1-u4" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4 or w1-w4" >&2; exit 2 ;;
 esac
