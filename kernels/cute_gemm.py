@@ -45,17 +45,26 @@ Kernel (SM90 only; below SM90 ``takes()`` refuses, there is no SM80 path yet):
   sigmoid / tanh / scale / residual / cast.
 
 Compiled variants are keyed on (dtype, layouts, config, epilogue chain, operand dtypes, out dtype,
-output alignment) and kept in an in-process dict.  No on-disk cache yet: CuteDSL 4.8.1 has a file
-cache (``CUTE_DSL_CACHE_DIR``) but in a CPU test ``cute.compile`` wrote nothing there; its AOT route
-(``compiled.export_to_c`` + ``cutlass.runtime.load_module``) would do it and is not wired in.
+output alignment), kept in an in-process dict and on disk: CuteDSL's AOT route (``export_to_c`` writes
+the host code and cubin as one object file, ``cutlass.runtime.load_module`` loads it back: 3 ms against
+1.7 s to compile for sm_90a on the 2-core CPU machine; a cold compile on the H200 took 7.5-11 s; loading
+there is not yet measured), one file per variant named by a digest of its key, this file's source,
+the CuteDSL version and the target GPU, written atomically.  The directory is
+``GEMMGUARD_CUTE_CACHE_DIR`` (``off``: no disk cache); unset, ``~/.cache/gemmguard/cute_gemm``.  Under
+gemmguard the directory follows its cache policy: a fresh one per run, or ``--gemm-kernel-cache``'s.
+A file that does not load is compiled again and replaced, with one warning.
 The scale factor is a runtime argument, so it does not cause recompiles.
 Nothing CUDA or CuteDSL is imported at module import time.
 """
 
+import hashlib
 import math
 import os
+import shutil
+import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass, replace
 
 STEP_NAMES = ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "scale", "residual", "cast")
@@ -335,15 +344,6 @@ def takes(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, out_dtype=
 # --------------------------------------------------------------------------- the CuteDSL kernel
 
 
-def _ensure_cache_dir() -> None:
-    """Point CuteDSL's file cache at GEMMGUARD_CUTE_CACHE_DIR when set (before cutlass is imported).
-    Whether cute.compile uses that cache is unverified (see the module docstring)."""
-    d = os.environ.get("GEMMGUARD_CUTE_CACHE_DIR")
-    if d and "CUTE_DSL_CACHE_DIR" not in os.environ:
-        os.makedirs(d, exist_ok=True)
-        os.environ["CUTE_DSL_CACHE_DIR"] = d
-
-
 def _epilogue_apply(v, r, c, l, cfgkey, mBias, mEpiBias, mRes, scale):
     """fp32 epilogue of one accumulator element at output (r, c, l); trace-time Python, so the
     step chain unrolls into straight-line code."""
@@ -387,7 +387,11 @@ def _build_kernel_class():
     import cutlass.utils.hopper_helpers as sm90
     from cutlass.cute.nvgpu import cpasync, warpgroup
     from cutlass.memory import SmemAllocator
-    from cutlass.utils import LayoutEnum
+
+    try:
+        from cutlass.tensor_utils import LayoutEnum
+    except ImportError:  # CuteDSL before 4.8 has it only here (deprecated since)
+        from cutlass.utils import LayoutEnum
 
     Int32, Float32 = cutlass.Int32, cutlass.Float32
 
@@ -920,7 +924,6 @@ _epi_cls = None
 def _cls():
     global _kernel_cls
     if _kernel_cls is None:
-        _ensure_cache_dir()
         _kernel_cls = _build_kernel_class()
     return _kernel_cls
 
@@ -928,7 +931,6 @@ def _cls():
 def _epilogue_cls():
     global _epi_cls
     if _epi_cls is None:
-        _ensure_cache_dir()
         _epi_cls = _build_epilogue_class()
     return _epi_cls
 
@@ -1042,23 +1044,99 @@ def _compile_epilogue(key, out, bias_dt, epi_dt, res_dt, steps):
     return fn
 
 
+# --------------------------------------------------------------------------- the disk cache
+
+_fingerprint_text: str | None = None
+disk_stats = {"loaded": 0, "compiled": 0, "written": 0, "unreadable": 0}
+
+
+def cache_dir() -> str | None:
+    """Where compiled variants are kept on disk (None: not at all), read at every compile."""
+    d = os.environ.get("GEMMGUARD_CUTE_CACHE_DIR", "")
+    if d.lower() == "off":
+        return None
+    if d:
+        return d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gemmguard", "cute_gemm")
+
+
+def _fingerprint() -> str:
+    """What else a compiled file depends on: this source, the CuteDSL version, the GPU it targets."""
+    global _fingerprint_text
+    if _fingerprint_text is None:
+        import cutlass
+
+        arch = os.environ.get("CUTE_DSL_ARCH", "")
+        if not arch:
+            import torch
+
+            cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+            arch = f"sm_{cap[0]}{cap[1]}" if cap else "none"
+        with open(__file__, "rb") as f:
+            source = hashlib.sha256(f.read()).hexdigest()
+        _fingerprint_text = f"{source}|{getattr(cutlass, '__version__', '?')}|{arch}"
+    return _fingerprint_text
+
+
+def _on_disk(key, build):
+    """build() (a cute.compile), or the same variant loaded from the disk cache; a fresh build is written
+    there atomically (a temporary directory beside it, then a rename), so a reader never sees half a file."""
+    d = cache_dir()
+    if d is None:
+        disk_stats["compiled"] += 1
+        return build()
+    digest = hashlib.sha256(repr((key, _fingerprint())).encode()).hexdigest()[:32]
+    path, prefix = os.path.join(d, f"{digest}.o"), f"gg_{digest}"
+    if os.path.exists(path):
+        try:
+            from cutlass import runtime
+
+            fn = getattr(runtime.load_module(path), prefix)
+            disk_stats["loaded"] += 1
+            return fn
+        except Exception as exc:  # a truncated or foreign file: compile again and replace it
+            disk_stats["unreadable"] += 1
+            warnings.warn(
+                f"kernels/cute_gemm.py: {path} did not load ({type(exc).__name__}); compiling it again", stacklevel=3
+            )
+    fn = build()
+    disk_stats["compiled"] += 1
+    tmp = None
+    try:
+        os.makedirs(d, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".tmp-", dir=d)
+        fn.export_to_c(tmp, "variant", prefix)
+        os.replace(os.path.join(tmp, "variant.o"), path)
+        disk_stats["written"] += 1
+    except Exception as exc:  # a read-only or full disk: the compiled function still serves this process
+        warnings.warn(f"kernels/cute_gemm.py: could not keep a compiled variant in {d}: {exc}", stacklevel=3)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return fn
+
+
 def compile_epilogue(out, bias_dt=None, epi_dt=None, res_dt=None, steps=()):
-    """The split-K epilogue kernel for one epilogue chain (compiled once per process)."""
+    """The split-K epilogue kernel for one epilogue chain (compiled once, then from memory or disk)."""
     key = ("splitk_epilogue", str(out), str(bias_dt), str(epi_dt), str(res_dt), tuple(steps))
     with _lock:
         fn = _compiled.get(key)
         if fn is None:
-            fn = _compile_epilogue(key, out, bias_dt, epi_dt, res_dt, tuple(steps))
+            fn = _on_disk(key, lambda: _compile_epilogue(key, out, bias_dt, epi_dt, res_dt, tuple(steps)))
             _compiled[key] = fn
     return fn
 
 
 def compile_variant(ab, out, a_kmajor, b_kmajor, cfg, bias_dt=None, epi_dt=None, res_dt=None, steps=(), c_aligned=True):
+    """One compiled variant (compiled once, then from memory or disk)."""
     key = variant_key(ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned)
     with _lock:
         fn = _compiled.get(key)
         if fn is None:
-            fn = _compile(key, ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned)
+            fn = _on_disk(
+                key, lambda: _compile(key, ab, out, a_kmajor, b_kmajor, cfg, bias_dt, epi_dt, res_dt, steps, c_aligned)
+            )
             _compiled[key] = fn
     return fn
 

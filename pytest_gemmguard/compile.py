@@ -179,7 +179,9 @@ class Compiler:
         if self.cache_dir is None:
             self.cache_dir = tempfile.mkdtemp(prefix="gemmguard-inductor-")
         os.makedirs(self.cache_dir, exist_ok=True)
-        for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        # kernels/cute_gemm.py keeps its compiled variants under GEMMGUARD_CUTE_CACHE_DIR: the same policy
+        for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"),
+                         ("GEMMGUARD_CUTE_CACHE_DIR", "cute_gemm")):  # fmt: skip
             self._saved_env[var] = os.environ.get(var)
             os.environ[var] = os.path.join(self.cache_dir, sub)
         self._active = True

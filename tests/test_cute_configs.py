@@ -4,6 +4,7 @@ The numbers behind each rule were measured on the H200 (BENCHMARKS.md, "gemmguar
 tests pin the rules, so a change of choice is a decision someone measured, not an accident."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,62 @@ def test_every_config_a_choice_can_name_is_known_by_name():
     names = {pick(m, n, k, ak)[0] for m in (1, 16, 24, 33, 64, 300) for n in (64, 4096) for k in (64, 4096)
              for ak in (True, False)}  # fmt: skip
     assert names <= set(cg.CONFIGS), names - set(cg.CONFIGS)
+
+
+# ---------------------------------------------------------------- the disk cache (needs nvidia-cutlass-dsl)
+
+VARIANT = """
+import os, sys, time, warnings
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")  # compile for the H200 without a GPU
+sys.path.insert(0, {kernels!r})
+import torch, cute_gemm as cg
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as seen:
+    t = time.perf_counter()
+    cg.compile_variant(torch.bfloat16, torch.bfloat16, True, False, cg.CONFIGS["64x32x128_w1_s8_be_a16"])
+    print("STATS", cg.disk_stats, round(time.perf_counter() - t, 3), [str(w.message)[:600] for w in seen])
+"""
+
+
+def _variant(tmp_path, cache):
+    import ast
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GEMMGUARD_CUTE_CACHE_DIR"}
+    env["GEMMGUARD_CUTE_CACHE_DIR"] = str(cache)
+    kernels = str(Path(__file__).parents[1] / "kernels")
+    command = [sys.executable, "-c", VARIANT.format(kernels=kernels)]
+    out = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("STATS ")), None)
+    assert line, out.stdout[-2000:] + out.stderr[-3000:]
+    stats, rest = line[6:].split("} ", 1)
+    seconds, _, warned = rest.partition(" ")
+    return ast.literal_eval(stats + "}"), float(seconds), ast.literal_eval(warned)
+
+
+def test_a_compiled_variant_is_kept_on_disk_and_loaded_by_the_next_process(tmp_path):
+    pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed: the disk cache has nothing to keep")
+    cache = tmp_path / "cute"
+    first, compile_s, _ = _variant(tmp_path, cache)
+    assert first == {"loaded": 0, "compiled": 1, "written": 1, "unreadable": 0}
+    files = sorted(p.name for p in cache.iterdir())
+    assert len(files) == 1 and files[0].endswith(".o"), files  # no temporary directory left behind
+    again, load_s, warned = _variant(tmp_path, cache)
+    assert again == {"loaded": 1, "compiled": 0, "written": 0, "unreadable": 0} and not warned
+    assert load_s < compile_s, (load_s, compile_s)
+    # A truncated file is one warning and a fresh compile that replaces it, never an error.
+    kept = cache / files[0]
+    size = kept.stat().st_size
+    kept.write_bytes(kept.read_bytes()[: size // 3])
+    mended, _, warned = _variant(tmp_path, cache)
+    assert mended == {"loaded": 0, "compiled": 1, "written": 1, "unreadable": 1}
+    assert any("did not load" in w for w in warned), warned
+    assert kept.stat().st_size == size
+
+
+def test_off_keeps_nothing(tmp_path):
+    pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed")
+    stats, _, _ = _variant(tmp_path, "off")
+    assert stats == {"loaded": 0, "compiled": 1, "written": 0, "unreadable": 0}
+    assert not (tmp_path / "off").exists()

@@ -88,7 +88,11 @@ def _unless_cache_dirs(lines: list[str]) -> list[str]:
     return [
         line
         for line in lines
-        if not line.startswith(("environment TORCHINDUCTOR_CACHE_DIR:", "environment TRITON_CACHE_DIR:"))
+        if not line.startswith(
+            tuple(
+                f"environment {v}:" for v in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "GEMMGUARD_CUTE_CACHE_DIR")
+            )
+        )
     ]
 
 

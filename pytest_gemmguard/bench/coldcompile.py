@@ -39,8 +39,9 @@ PHASES = {
     "backend_jit": ("PyCodeCache.load_by_key_path",),  # C++/Triton/nvcc builds and module loads
 }
 AUTOTUNE_SUFFIXES = ("_template_autotuning", "_template_precompiling")
-# Where each compiler keeps its on-disk cache, under the fresh root (Compiler.activate uses the first two).
-CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "CUTE_DSL_CACHE_DIR": "cutedsl"}
+# Where each compiler keeps its on-disk cache, under the fresh root (Compiler.activate sets all but CuteDSL's own).
+CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "CUTE_DSL_CACHE_DIR": "cutedsl",
+             "GEMMGUARD_CUTE_CACHE_DIR": "cute_gemm"}  # fmt: skip
 ROOT_ENV = "GEMMGUARD_COLD_ROOT"
 
 
