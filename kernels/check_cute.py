@@ -452,6 +452,7 @@ def main():
     log("\n== cold compile seconds per variant")
     for key, s in sorted(cg.cold_compile_seconds().items(), key=lambda kv: -kv[1]):
         log(f"{s:7.2f}s  {key}")
+    log(f"disk cache {cg.cache_dir()}: {cg.disk_stats}")
     log(f"\ncorrectness: {ran} ran, {fails} failed/errored; total {time.time() - T_START:.0f}s; log {LOG_PATH}")
 
 

@@ -31,6 +31,9 @@
 #                                            unexplained beside a calibration on fresh seeds
 #   w1 (.gpu/a), w2 (.gpu/b .gpu/cutlass_api_src), w3, w4 (.gpu/cutlass_api_src)   (2026-12-03): the CuteDSL
 #                                            kernel's decode switches alone, then the README main job to its end
+#   x1 (.gpu/a), x2 (.gpu/b .gpu/cutlass_api_src), x3, x4 (.gpu/cutlass_api_src)   prepared for the next
+#                                            session: the CuteDSL kernel's disk cache on the GPU, the README main
+#                                            job to its end (green?), then tests/test_kernels.py on cutedsl[kernels]
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -614,8 +617,50 @@ w3|w4)  # calls 3 and 4, each at once after the last (carry .gpu/cutlass_api_src
   sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
   [ -f "$out/kernels-tests.txt" ] && summary kernels-tests "$out/kernels-tests.txt"
   ;;
+x1)  # next session, call 1 (carry .gpu/a), about 10 s: stage the first half
+  exec bash "$0" w1
+  ;;
+x2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; kernels/cute_gemm.py's disk cache on
+     # the GPU (check_cute --quick twice on one cache directory: the first compiles and writes, the second must
+     # load every variant and be as right); then the README main job with every extra, as README runs it plus
+     # -v, in a session of its own (x3, x4 wait for its end; issue 10 wants it green, issue 11 inside 10 minutes)
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  for pass in 1 2; do
+    GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --quick \
+      >"$out/x2-cute-cache-$pass.txt" 2>&1
+    echo "rc=$?" >>"$out/x2-cute-cache-$pass.txt"
+  done
+  bg_start use bash -c 'while :; do echo "$(date +%s) $(head -1 /proc/stat) gpu=$(nvidia-smi \
+    --query-gpu=utilization.gpu --format=csv,noheader,nounits)"; sleep 5; done'
+  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
+  left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
+  bg_wait main-job "$left"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -hE "^disk cache|^correctness|BAD|^ERR|rc=" "$out"/x2-cute-cache-*.txt | cut -c1-200
+  grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -8
+  ;;
+x3|x4)  # calls 3 and 4, each at once after the last (carry .gpu/cutlass_api_src): the main job's end; then
+        # tests/test_kernels.py through cutedsl[kernels] on the GPU (issue 14), started in the background
+  [ -f /tmp/bg-main-job.log ] || { echo "$phase: no main job here (the machine went back)"; exit 3; }
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+  export PATH=/tmp/site/bin:$PATH
+  [ -f /tmp/bg-main-job.done ] || bg_wait main-job "$((${CALL_S:-570} - 30))"
+  grep -v DEBUG /tmp/bg-use.log >"$out/use.txt" 2>/dev/null
+  if [ -f /tmp/bg-main-job.done ]; then
+    [ -f /tmp/bg-kernels.pid ] || bg_start kernels timeout -k 10 900 python3 -m pytest "${plugins[@]}" \
+      tests/test_kernels.py -k cutedsl -v -rs --durations=0
+    left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
+    bg_wait kernels "$left"
+  fi
+  rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -30
+  sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
+  [ -f "$out/kernels.txt" ] && grep -E "PASSED|FAILED|SKIPPED|rc=|still running" "$out/kernels.txt" | cut -c1-160
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4 or w1-w4" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4 or x1-x4" >&2; exit 2 ;;
 esac

@@ -93,9 +93,23 @@ def ragged_row_bug():
 def _run(pytester, plugin_args, backend, *args):
     if not ON_GPU:
         pytester._monkeypatch.setenv("TRITON_INTERPRET", "1")
+    # One kernel cache for every run of this file: a variant one run compiled (cutedsl[kernels]: 8-11 s each on
+    # the H200) is loaded by the next; the plants below wrap the Python entry point, not compiled code.
+    cache = f"--gemm-kernel-cache={_KERNEL_CACHE['dir']}"
     return pytester.runpytest_subprocess(
-        *plugin_args, f"--gemm-backends={backend}", "-p", "no:cacheprovider", "--gemm-seed=7", *args, timeout=900
-    )
+        *plugin_args, f"--gemm-backends={backend}", "-p", "no:cacheprovider", "--gemm-seed=7", cache, *args,
+        timeout=900,
+    )  # fmt: skip
+
+
+_KERNEL_CACHE: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_kernel_cache(tmp_path_factory):
+    _KERNEL_CACHE["dir"] = str(tmp_path_factory.mktemp("kernel-cache"))
+    yield
+    _KERNEL_CACHE.clear()
 
 
 def _row(text: str, backend: str) -> list[int]:
