@@ -3,6 +3,7 @@
     python3 kernels/check_cute.py            # correctness sweep, then timings (~2-4 min)
     python3 kernels/check_cute.py --quick    # a few cases only
     python3 kernels/check_cute.py --optin    # only the switches next to the default (~1 min)
+    python3 kernels/check_cute.py --sm80     # only the SM80-class path, forced on a Hopper GPU
 
 The switches section (also at the end of a full run) sets GEMMGUARD_CUTE_SPLIT_K / _BRANCH_EPI / _RASTER / _A_ROWS
 in this process per case (cute_gemm reads them at call time) and prints the default beside each.
@@ -207,6 +208,98 @@ def optin_section(cg, make, reference):
             set_env({})
 
 
+def sm80_section(cg, reference):
+    """The SM80-class path (GEMMGUARD_CUTE_ARCH=sm80 on a Hopper GPU): correctness over layouts the TMA path
+    refuses (odd K, storage offsets, strided columns, a broadcast batch) and the usual ones, then timings."""
+    import torch
+
+    dev = "cuda"
+    os.environ["GEMMGUARD_CUTE_ARCH"] = "sm80"
+    log("\n== SM80-class path (GEMMGUARD_CUTE_ARCH=sm80): correctness, tolerance as above")
+
+    def layout(t, kind):  # t: (..., R, C); the same values in another memory layout
+        if kind == "transposed":
+            return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        if kind == "offset":
+            flat = torch.empty(t.numel() + 3, device=dev, dtype=t.dtype)
+            view = flat[3:].view(t.shape)
+            view.copy_(t)
+            return view
+        if kind == "strided":
+            wide = torch.empty(*t.shape[:-1], 2 * t.shape[-1], device=dev, dtype=t.dtype)
+            view = wide[..., ::2]
+            view.copy_(t)
+            return view
+        return t
+
+    shapes = [
+        ((), 1, 1, 1),
+        ((), 7, 13, 5),
+        ((), 127, 136, 72),
+        ((), 333, 520, 264),
+        ((3,), 40, 24, 56),
+        ((), 16, 4096, 4096),
+    ]
+    chains = [
+        ("plain", None, ()),
+        ("bias(N)+gelu", "N", ("gelu",)),
+        ("silu+residual+cast", None, ("silu", "residual", "cast")),
+    ]
+    fails = ran = 0
+    for bshape, m, n, k in shapes:
+        for dtype in (torch.bfloat16, torch.float16):
+            for kind_a, kind_b in (
+                ("contiguous", "contiguous"),
+                ("transposed", "contiguous"),
+                ("contiguous", "transposed"),
+                ("offset", "offset"),
+                ("strided", "strided"),
+                ("contiguous", "broadcast"),
+            ):
+                for cname, bias_kind, steps in (
+                    chains if kind_a == "contiguous" and kind_b == "contiguous" else chains[:1]
+                ):
+                    label = f"{'x'.join(map(str, (*bshape, m, n, k))):>16} {str(dtype)[6:]:8} A {kind_a:10} B {kind_b:10} {cname}"
+                    try:
+                        a = layout(torch.randn(*bshape, m, k, device=dev, dtype=dtype), kind_a)
+                        if kind_b == "broadcast":
+                            if not bshape:
+                                continue
+                            b = torch.randn(k, n, device=dev, dtype=dtype).expand(*bshape, k, n)
+                        else:
+                            b = layout(torch.randn(*bshape, k, n, device=dev, dtype=dtype), kind_b)
+                        bias = torch.randn(n, device=dev, dtype=dtype) if bias_kind == "N" else None
+                        residual = torch.randn(*bshape, m, n, device=dev, dtype=dtype) if "residual" in steps else None
+                        why = cg.takes(a, b, bias=bias, steps=steps, residual=residual)
+                        if why:
+                            fails += 1
+                            log(f"REFUSED {label}: {why}")
+                            continue
+                        out = cg.gemm(a, b, bias=bias, steps=steps, residual=residual, scale=0.37)
+                        torch.cuda.synchronize()
+                        ref = reference(a, b, bias, steps, None, residual, 0.37)
+                        err = ((out.double() - ref).abs().max() / (ref.abs().max() + 1)).item()
+                        ok = err <= (2e-2 if dtype == torch.bfloat16 else 5e-3) and not math.isnan(err)
+                        fails += not ok
+                        ran += 1
+                        log(f"{'ok  ' if ok else 'BAD '} {label}: rel err {err:.2e}")
+                    except Exception:
+                        fails += 1
+                        log(f"ERR  {label}: {log_exc(label)}")
+    log(f"  SM80-class correctness: {ran} ran, {fails} failed/errored/refused")
+    log("  timing (bf16, row-major): CUDA-graph kernel-only us, cuBLAS = torch.mm")
+    for m, n, k in ((16, 4096, 4096), (4096, 4096, 4096)):
+        try:
+            a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
+            t_ref, t_k = graph_us(lambda: torch.mm(a, b)), graph_us(lambda: cg.gemm(a, b))
+            log(f"  {f'{m}x{n}x{k}':>16} cuBLAS {t_ref:9.1f}  sm80 {t_k:9.1f}  ({100 * t_ref / t_k:.1f}% of cuBLAS)")
+        except Exception:
+            log(f"  {m}x{n}x{k} ERR {log_exc('sm80 timing')}")
+    os.environ.pop("GEMMGUARD_CUTE_ARCH", None)
+    return fails
+
+
 def main():
     import torch
 
@@ -257,6 +350,8 @@ def main():
                 x = x + residual.double()
         return x
 
+    if "--sm80" in sys.argv:
+        sys.exit(1 if sm80_section(cg, reference) else 0)
     if "--optin" in sys.argv:
         optin_section(cg, make, reference)
         return

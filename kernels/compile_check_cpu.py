@@ -92,6 +92,13 @@ for name in ("64x32x128_w1_s8_be", "64x128x64_w1_s8_sk"):
             cases.append((torch.bfloat16, torch.bfloat16, True, bk, cfg, None, None, None, ()))
 a16 = cg.CONFIGS["64x32x128_w1_s8_be_a16"]
 cases.append((torch.float16, torch.float16, True, False, a16, torch.float16, None, None, ("gelu",)))
+# the SM80-class path (kernels/cute_gemm_sm80.py; strides are runtime values, so no layout variants):
+# (operand dtype, out dtype, bias, epi_bias, residual, steps)
+sm80 = [
+    (torch.bfloat16, torch.bfloat16, None, None, None, ()),
+    (torch.float16, torch.float32, None, None, None, ()),
+    (torch.bfloat16, torch.bfloat16, torch.float32, torch.bfloat16, torch.bfloat16, tuple(cg.STEP_NAMES)),
+]
 # the split-K epilogue kernels: (out dtype, bias, epi_bias, residual, steps)
 epilogues = [
     (torch.bfloat16, None, None, None, ()),
@@ -113,6 +120,14 @@ for c in cases:
     except Exception as e:
         bad += 1
         print("FAIL", c[4].name, c[:4], c[5:], type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
+        traceback.print_exc()
+for c in sm80 if not quick else ():
+    try:
+        cg.compile_sm80(*c)
+        print("ok   sm80", c, flush=True)
+    except Exception as e:
+        bad += 1
+        print("FAIL sm80", c, type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
         traceback.print_exc()
 for e_ in epilogues:
     try:

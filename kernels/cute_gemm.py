@@ -2,7 +2,12 @@
 
     out = epilogue(a @ b + bias)        a: (M,K) or (B,M,K), b: (K,N) or (B,K,N), fp16/bf16
 
-Kernel (SM90 only; below SM90 ``takes()`` refuses, there is no SM80 path yet):
+Two paths.  On a GPU of compute capability 8.x, and on Hopper under ``GEMMGUARD_CUTE_ARCH=sm80``, the
+SM80-class kernel of kernels/cute_gemm_sm80.py runs (warp-level ``mma.sync``; any layout, plain and
+general rather than fast; compiled and checked on the CPU for sm_80 and sm_90a, not yet run on a GPU).
+Otherwise the Hopper kernel below; other GPUs are refused by ``takes()``.
+
+Hopper kernel:
 
 * warp specialised and persistent: warpgroup 0 is the producer (one warp issues TMA loads of the
   A and B tiles into a ring of shared-memory stages, guarded by full/empty mbarriers); warpgroups
@@ -273,13 +278,43 @@ def _device_problem_uncached(dev) -> str | None:
         major, minor = torch.cuda.get_device_capability(index)
     except Exception as e:  # pragma: no cover - depends on the machine
         return f"cannot query the CUDA device ({type(e).__name__}: {e})"
-    if major != 9:
-        return f"this kernel is SM90 (Hopper) only; the device is sm_{major}{minor} (no SM80/SM100 path)"
+    if major not in (8, 9):
+        return f"this kernel has an SM90 (Hopper) and an SM80-class path; the device is sm_{major}{minor}"
     try:
         import cutlass
         import cutlass.cute  # noqa: F401
     except Exception as e:
         return f"nvidia-cutlass-dsl is not importable ({type(e).__name__}: {e})"
+    return None
+
+
+def uses_sm80(a) -> bool:
+    """Whether gemm() runs `a`'s device on the SM80-class path (kernels/cute_gemm_sm80.py): a GPU of compute
+    capability 8.x, or a Hopper one under ``GEMMGUARD_CUTE_ARCH=sm80``."""
+    dev = getattr(a, "device", None)
+    if dev is None or dev.type not in ("cuda", "meta"):
+        return False
+    key = ("major", dev.index if dev.type == "cuda" else "meta")
+    if key not in _device_verdict:
+        try:
+            import torch
+
+            index = dev.index if dev.type == "cuda" and dev.index is not None else torch.cuda.current_device()
+            _device_verdict[key] = torch.cuda.get_device_capability(index)[0]
+        except Exception:
+            _device_verdict[key] = None
+    major = _device_verdict[key]
+    return major == 8 or (major == 9 and os.environ.get("GEMMGUARD_CUTE_ARCH", "").lower() == "sm80")
+
+
+def _sm80_operand_problem(name: str, t) -> str | None:
+    """The SM80-class path reads operands element by element through their strides: any layout goes, as
+    long as every offset fits 32 bits."""
+    shape, stride, off = list(t.shape), list(t.stride()), t.storage_offset()
+    if not _is_int(*shape, *stride, off):
+        return f"operand {name} has symbolic sizes or strides"
+    if sum((d - 1) * abs(s) for d, s in zip(shape, stride, strict=True)) + 1 + off > _INT32_MAX:
+        return f"operand {name} spans more than 2**31 elements (32-bit indexing)"
     return None
 
 
@@ -303,8 +338,9 @@ def takes(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, out_dtype=
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if k == 0:
         return "K == 0 (nothing for the MMA to do)"
+    operand_problem = _sm80_operand_problem if uses_sm80(a) else _operand_problem
     for name, t in (("A", a), ("B", b)):
-        why = _operand_problem(name, t)
+        why = operand_problem(name, t)
         if why:
             return why
     out_dtype = a.dtype if out_dtype is None else out_dtype
@@ -928,6 +964,23 @@ def _cls():
     return _kernel_cls
 
 
+_sm80 = None
+
+
+def _sm80_cls():
+    """kernels/cute_gemm_sm80.py's kernel class, loaded beside this file (gemmguard loads this one by path)."""
+    global _sm80
+    if _sm80 is None:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cute_gemm_sm80.py")
+        spec = importlib.util.spec_from_file_location("gemmguard_kernels_cute_gemm_sm80", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _sm80 = module.build(_epilogue_apply)
+    return _sm80
+
+
 def _epilogue_cls():
     global _epi_cls
     if _epi_cls is None:
@@ -1062,7 +1115,7 @@ def cache_dir() -> str | None:
 
 
 def _fingerprint() -> str:
-    """What else a compiled file depends on: this source, the CuteDSL version, the GPU it targets."""
+    """What else a compiled file depends on: the kernels' sources, the CuteDSL version, the GPU it targets."""
     global _fingerprint_text
     if _fingerprint_text is None:
         import cutlass
@@ -1073,8 +1126,12 @@ def _fingerprint() -> str:
 
             cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
             arch = f"sm_{cap[0]}{cap[1]}" if cap else "none"
-        with open(__file__, "rb") as f:
-            source = hashlib.sha256(f.read()).hexdigest()
+        digest = hashlib.sha256()
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name in ("cute_gemm.py", "cute_gemm_sm80.py"):
+            with open(os.path.join(here, name), "rb") as f:
+                digest.update(f.read())
+        source = digest.hexdigest()
         _fingerprint_text = f"{source}|{getattr(cutlass, '__version__', '?')}|{arch}"
     return _fingerprint_text
 
@@ -1124,6 +1181,55 @@ def compile_epilogue(out, bias_dt=None, epi_dt=None, res_dt=None, steps=()):
         fn = _compiled.get(key)
         if fn is None:
             fn = _on_disk(key, lambda: _compile_epilogue(key, out, bias_dt, epi_dt, res_dt, tuple(steps)))
+            _compiled[key] = fn
+    return fn
+
+
+def _compile_sm80(key, ab, out, bias_dt, epi_dt, res_dt, steps):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    cd = _cutlass_dtype
+    obj = _sm80_cls()(
+        cd(ab),
+        cd(out),
+        None if bias_dt is None else cd(bias_dt),
+        None if epi_dt is None else cd(epi_dt),
+        None if res_dt is None else cd(res_dt),
+        steps,
+    )
+    gmem = cute.AddressSpace.gmem
+    aux = cutlass.Float32
+
+    def p(dt):
+        return make_ptr(dt, 16, gmem, assumed_align=2)
+
+    z = cutlass.Int32(8)
+    args = [
+        p(cd(ab)),
+        p(cd(ab)),
+        p(cd(out)),
+        p(cd(bias_dt) if bias_dt is not None else aux),
+        p(cd(epi_dt) if epi_dt is not None else aux),
+        p(cd(res_dt) if res_dt is not None else aux),
+        *[z] * 19,
+        cutlass.Float32(1.0),
+        make_fake_stream(),
+    ]
+    t0 = time.perf_counter()
+    fn = cute.compile(obj, *args)
+    _compile_seconds[key] = time.perf_counter() - t0
+    return fn
+
+
+def compile_sm80(ab, out, bias_dt=None, epi_dt=None, res_dt=None, steps=()):
+    """One SM80-class variant (any layout: strides are runtime values), compiled once, then from memory or disk."""
+    key = ("sm80", str(ab), str(out), str(bias_dt), str(epi_dt), str(res_dt), tuple(steps))
+    with _lock:
+        fn = _compiled.get(key)
+        if fn is None:
+            fn = _on_disk(key, lambda: _compile_sm80(key, ab, out, bias_dt, epi_dt, res_dt, tuple(steps)))
             _compiled[key] = fn
     return fn
 
@@ -1181,6 +1287,9 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
     a3 = a if batched else a.unsqueeze(0)
     b3 = b if batched else b.unsqueeze(0)
     c3 = out if batched else out.unsqueeze(0)
+    if uses_sm80(a):
+        _gemm_sm80(a3, b3, c3, out_shape, batched, bias, steps, epi_bias, residual, scale)
+        return out
     a_kmajor = _unit_dim(a) == -1
     b_kmajor = _unit_dim(b) == -2
     # A (M,K): K-major -> stride of M; else stride of K.  B (K,N): K-major -> stride of N; else stride of K.
@@ -1301,3 +1410,70 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
             stream,
         )
     return out
+
+
+def _gemm_sm80(a3, b3, c3, out_shape, batched, bias, steps, epi_bias, residual, scale) -> None:
+    """gemm() on the SM80-class path: (L, M, K) and (L, K, N) operand views in any layout into c3."""
+    import cutlass
+    import cutlass.cute as cute
+    import torch
+    from cuda.bindings import driver as cuda
+    from cutlass.cute.runtime import make_ptr
+
+    def bview(t):
+        t = t.expand(out_shape)
+        return t if batched else t.unsqueeze(0)
+
+    bias3 = bview(bias) if bias is not None else None
+    res3 = bview(residual) if "residual" in steps else None
+    epi = epi_bias if "bias" in steps else None
+    fn = compile_sm80(
+        a3.dtype,
+        c3.dtype,
+        None if bias3 is None else bias3.dtype,
+        None if epi is None else epi.dtype,
+        None if res3 is None else res3.dtype,
+        steps,
+    )
+    gmem = cute.AddressSpace.gmem
+
+    def ptr(t):
+        if t is None:  # an operand the chain does not read: any valid address
+            return make_ptr(cutlass.Float32, c3.data_ptr(), gmem, assumed_align=2)
+        return make_ptr(_cutlass_dtype(t.dtype), t.data_ptr(), gmem, assumed_align=2)
+
+    def s3(t):
+        return (t.stride(1), t.stride(2), t.stride(0)) if t is not None else (0, 0, 0)
+
+    L, M, K = a3.shape
+    N = b3.shape[2]
+    bs, rs = s3(bias3), s3(res3)
+    fn(
+        ptr(a3),
+        ptr(b3),
+        ptr(c3),
+        ptr(bias3),
+        ptr(epi),
+        ptr(res3),
+        M,
+        N,
+        K,
+        L,
+        a3.stride(1),
+        a3.stride(2),
+        a3.stride(0),
+        b3.stride(2),  # B as (N, K, L): N's stride, then K's
+        b3.stride(1),
+        b3.stride(0),
+        c3.stride(1),
+        c3.stride(0),
+        bs[0],
+        bs[1],
+        bs[2],
+        epi.stride(0) if epi is not None else 0,
+        rs[0],
+        rs[1],
+        rs[2],
+        float(scale),
+        cuda.CUstream(torch.cuda.current_stream(a3.device).cuda_stream),
+    )

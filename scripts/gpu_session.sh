@@ -632,6 +632,9 @@ x2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; ker
       >"$out/x2-cute-cache-$pass.txt" 2>&1
     echo "rc=$?" >>"$out/x2-cute-cache-$pass.txt"
   done
+  # the SM80-class path, forced on the H200 (issue 14's fallback): layouts the TMA path refuses, then timings
+  OUT=/tmp timeout -k 5 120 python3 kernels/check_cute.py --sm80 >"$out/x2-cute-sm80.txt" 2>&1
+  echo "rc=$?" >>"$out/x2-cute-sm80.txt"
   bg_start use bash -c 'while :; do echo "$(date +%s) $(head -1 /proc/stat) gpu=$(nvidia-smi \
     --query-gpu=utilization.gpu --format=csv,noheader,nounits)"; sleep 5; done'
   bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
@@ -639,6 +642,7 @@ x2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; ker
   bg_wait main-job "$left"
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -hE "^disk cache|^correctness|BAD|^ERR|rc=" "$out"/x2-cute-cache-*.txt | cut -c1-200
+  grep -E "SM80-class correctness|BAD|ERR|REFUSED|cuBLAS|rc=" "$out/x2-cute-sm80.txt" | cut -c1-200 | head -12
   grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -8
   ;;
 x3|x4)  # calls 3 and 4, each at once after the last (carry .gpu/cutlass_api_src): the main job's end; then

@@ -111,3 +111,17 @@ def test_off_keeps_nothing(tmp_path):
     stats, _, _ = _variant(tmp_path, "off")
     assert stats == {"loaded": 0, "compiled": 1, "written": 0, "unreadable": 0}
     assert not (tmp_path / "off").exists()
+
+
+def test_the_sm80_path_takes_layouts_the_tma_path_refuses():
+    import torch
+
+    base = torch.zeros(3 + 40 * 24, dtype=torch.bfloat16)
+    offset = base[3:].view(40, 24)  # 6 bytes into its storage: TMA needs 16-byte aligned addresses
+    odd = torch.zeros(40, 7, dtype=torch.bfloat16)  # rows of 14 bytes
+    batch = torch.zeros(24, 16, dtype=torch.bfloat16).expand(3, 24, 16)  # one B for every batch entry
+    for t in (offset, odd, batch):
+        assert cg._operand_problem("A", t) is not None
+        assert cg._sm80_operand_problem("A", t) is None
+    huge = torch.empty((2**16, 2**16), dtype=torch.bfloat16, device="meta")  # sizes and strides only
+    assert "32-bit" in cg._sm80_operand_problem("A", huge)
