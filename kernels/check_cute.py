@@ -491,7 +491,7 @@ def main():
             break
         try:
             a, b = make((), m, n, k, torch.bfloat16, False)
-            cfg_used = (cg.CONFIGS[cfg] if cfg else cg.pick_config(m, n, 1, cg._sms(a.device))).name
+            cfg_used = (cg.CONFIGS[cfg] if cfg else cg.pick_config(m, n, 1, cg._sms(a.device), k, a_kmajor=True)).name
             cg.gemm(a, b, config=cfg)
             torch.cuda.synchronize()
             t_ours = bench(lambda: cg.gemm(a, b, config=cfg))

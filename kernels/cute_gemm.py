@@ -33,9 +33,9 @@ Hopper kernel:
     in the MMA's M) was not done: the decode kernel is bound by streaming B through TMA, not by the
     MMA rows wasted on M = 16.
   - only A's rows, ON by default (``GEMMGUARD_CUTE_A_ROWS=0`` turns it off): in a decode config with M
-    <= 32 and A K-major, each stage's TMA loads only the first 8, 16 or 32 rows of A (boxes of rows x 64,
-    one per 64-wide K atom), never a box reaching past M: TMA's bounds check on such a box made every
-    load slow.  Then the unsplit decode kernel beats split-K wherever its 64x32 tiles fill the SMs, and
+    <= 32 and A K-major, each stage's TMA loads only the first 8, 16 or 32 rows of A (M rounded up; boxes
+    of rows x 64, one per 64-wide K atom), so a box reaches past M by at most 15 rows instead of up to 63:
+    TMA's bounds check on a box reaching far past M made every load slow.  Then the unsplit decode kernel beats split-K wherever its 64x32 tiles fill the SMs, and
     split-K is not used there.  Kernel time (CUDA graph) 16x4096x4096: 14.4 (split-K) -> 8.0 us (cuBLAS
     10.3); through gemmguard's fixture 7.15 us against cuBLAS 8.66 (BENCHMARKS.md, 2026-12-03).
   - branch epilogue, ON by default (``GEMMGUARD_CUTE_BRANCH_EPI=0`` turns it off): the epilogue
@@ -65,6 +65,7 @@ Nothing CUDA or CuteDSL is imported at module import time.
 import hashlib
 import math
 import os
+import platform
 import shutil
 import tempfile
 import threading
@@ -315,6 +316,8 @@ def _sm80_operand_problem(name: str, t) -> str | None:
         return f"operand {name} has symbolic sizes or strides"
     if sum((d - 1) * abs(s) for d, s in zip(shape, stride, strict=True)) + 1 + off > _INT32_MAX:
         return f"operand {name} spans more than 2**31 elements (32-bit indexing)"
+    if len(shape) == 3 and shape[0] > 65535:
+        return f"batch {shape[0]} exceeds the grid's 65535 in z (one CTA row per batch entry)"
     return None
 
 
@@ -563,6 +566,7 @@ def _build_kernel_class():
             sB_layout = sm90.make_smem_layout_b(b_layout, self.tile, self.ab_dtype, cfg.stages)
 
             if cutlass.const_expr(cfg.a_rows):
+                assert cfg.bk in (64, 128), "the producer issues one or two a_rows boxes per stage"
                 # boxes of a_rows x 64 (one 128-byte swizzle atom of K), bk // 64 of them per stage
                 box = cute.select(sm90.make_smem_layout_a(a_layout, (cfg.a_rows, cfg.bn, 64), self.ab_dtype, 1), [0, 1])
                 tma_a, gA_tma = cpasync.make_tiled_tma_atom(
@@ -1132,7 +1136,9 @@ def _fingerprint() -> str:
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         source = digest.hexdigest()
-        _fingerprint_text = f"{source}|{getattr(cutlass, '__version__', '?')}|{arch}"
+        # One target per process (a host mixing 8.x and 9.x GPUs would need the device in the key), and the
+        # host code is compiled for this machine's CPU architecture
+        _fingerprint_text = f"{source}|{getattr(cutlass, '__version__', '?')}|{arch}|{platform.machine()}"
     return _fingerprint_text
 
 
@@ -1306,6 +1312,9 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
         config = CONFIGS[config]
     sms = _sms(a.device)
     cfg = config or pick_config(M, N, L, sms, K, a_kmajor)
+    if cfg.a_rows and (M > cfg.a_rows or not a_kmajor):  # a forced config: its boxes would miss rows of A
+        raise ValueError(f"config {cfg.name} loads {cfg.a_rows} rows of a K-major A; this A has {M} rows"
+                         f"{'' if a_kmajor else ' and is M-major'}")  # fmt: skip
     split = pick_split(cfg, M, N, K, L, sms)  # 1 unless cfg.split_k
     ws = None
     if cfg.split_k:

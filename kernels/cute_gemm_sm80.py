@@ -6,8 +6,8 @@ It serves GPUs of compute capability 8.x (Ampere, Ada), where the Hopper kernel'
 not exist, and on a Hopper GPU only when asked (``GEMMGUARD_CUTE_ARCH=sm80``: how this path is tested on
 the H200, whose tensor cores run ``mma.sync`` too). Plain and general before fast:
 
-* one CTA of four warps (2 x 2, each warp 32 x 32 of the 64 x 64 tile) per output tile, grid (tiles of M,
-  tiles of N, batch);
+* one CTA of four warps (their 16 x 8 MMA atoms laid 2 x 2, repeated over the 64 x 64 tile) per output
+  tile, grid (tiles of M, tiles of N, batch);
 * each K step, the CTA's threads copy a 64 x 32 tile of A and of B into shared memory one element each,
   reading through the operands' strides and writing zero past M, N or K: so any layout, any storage
   offset and ragged edges need no special case, and a case the Hopper kernel refuses for TMA's 16-byte

@@ -197,6 +197,8 @@ class AheadPool:
                 else:
                     keep.append(job)
             self._queue = keep
+            for key in [k for k in self._functions if k[0] == tag]:
+                del self._functions[key]
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:

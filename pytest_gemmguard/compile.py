@@ -182,6 +182,8 @@ class Compiler:
         # kernels/cute_gemm.py keeps its compiled variants under GEMMGUARD_CUTE_CACHE_DIR: the same policy
         for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"),
                          ("GEMMGUARD_CUTE_CACHE_DIR", "cute_gemm")):  # fmt: skip
+            if var == "GEMMGUARD_CUTE_CACHE_DIR" and os.environ.get(var, "").lower() == "off":
+                continue  # the user's "no disk cache" holds under gemmguard too
             self._saved_env[var] = os.environ.get(var)
             os.environ[var] = os.path.join(self.cache_dir, sub)
         self._active = True

@@ -29,6 +29,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+MAX_BYTES = 1 << 20
+
 
 def pack(fn: Callable[..., Any], _depth: int = 0) -> tuple[dict | None, str]:
     """(what a worker needs to rebuild `fn`, "") or (None, why it cannot travel)."""
@@ -46,6 +48,9 @@ def pack(fn: Callable[..., Any], _depth: int = 0) -> tuple[dict | None, str]:
     except Exception as exc:  # pickle raises many types (PicklingError, TypeError, AttributeError, ...)
         return None, f"a value it reads cannot be pickled ({type(exc).__name__}: {exc})"
     body = _b64(marshal.dumps(code))
+    size = len(body) + len(rest) + len(repr((spec, cells)))
+    if size > MAX_BYTES:  # a tensor or model it closes over: copied into every queued job, so it stays home
+        return None, f"what it reads takes {size / 2**20:.1f} MiB pickled (at most {MAX_BYTES // 2**20} MiB travel)"
     digest = hashlib.sha1(repr((body, spec, cells, rest)).encode()).hexdigest()[:16]
     return {"code": body, "globals": spec, "cells": cells, "rest": rest, "name": fn.__name__, "digest": digest}, ""
 

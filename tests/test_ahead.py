@@ -162,6 +162,18 @@ def test_a_packed_function_computes_what_the_original_does():
     assert torch.equal(rebuilt(a, b), fn(a, b)) and rebuilt is not fn
     assert travel.pack(fn)[0]["digest"] == payload["digest"]
     assert travel.pack(lambda a, b: a @ b)[0]["digest"] != payload["digest"]
+    # A big tensor it closes over would be copied into every queued job: it stays home, saying why.
+    weight = torch.zeros(1024, 1024)
+    big, why = travel.pack(lambda a, b: a @ b + weight[: a.shape[0], : b.shape[1]])
+    assert big is None and "MiB" in why, why
+
+
+def test_a_test_that_ended_leaves_no_function_behind():
+    pool = ahead.AheadPool(0)
+    pool.attach("t", "aten", {"digest": "abc", "code": "x"})
+    pool.attach("u", "aten", {"digest": "def", "code": "y"})
+    pool.forget("t")
+    assert list(pool._functions) == [("u", "aten")]
 
 
 TIMES = re.compile(
@@ -277,7 +289,8 @@ def test_a_tests_own_function_goes_with_its_queued_cases_only():
 
 def test_two_tests_with_one_function_share_a_job_and_end_apart():
     """Two tests checking the same function on the same case: the second one's re-keyed job is the first
-    one's, queued once; either test ending leaves the other's job findable."""
+    one's, queued once; the second test ending leaves the first one's job queued (the first ending drops
+    it: the second's vet then queues it again)."""
     from pytest_gemmguard.cases import GemmCase
 
     pool = ahead.AheadPool(0)  # no workers: the queue alone

@@ -3,7 +3,7 @@
 The inner test files use `@gemm_case` and `gemm.check()` only, run with `--gemm-backends=triton[kernels]`
 or `cutedsl[kernels]`. On a GPU the kernels run for real; on a CPU machine with triton installed the Triton
 one runs through Triton's interpreter (TRITON_INTERPRET=1: float16 and float32; the interpreter misreads
-bfloat16, which the backend then reports unsupported). The CuteDSL one needs an SM90 GPU and
+bfloat16, which the backend then reports unsupported). The CuteDSL one needs an SM80+ GPU and
 nvidia-cutlass-dsl. Without what a kernel needs its tests skip, saying so.
 """
 
@@ -16,12 +16,12 @@ pytest.importorskip("triton", reason="triton is not installed: kernels/triton_ge
 import torch
 
 ON_GPU = torch.cuda.is_available()
-SM90 = ON_GPU and torch.cuda.get_device_capability() >= (9, 0)
+SM80 = ON_GPU and torch.cuda.get_device_capability() >= (8, 0)
 # backend -> (its custom op, the kernel file, why it cannot run here or "")
 KERNELS = {
     "triton[kernels]": ("kernels_triton_gemm", "triton_gemm", ""),
-    "cutedsl[kernels]": ("kernels_cute_gemm", "cute_gemm", "" if SM90 and importlib.util.find_spec("cutlass")
-                         else "kernels/cute_gemm.py needs an SM90 GPU and nvidia-cutlass-dsl"),
+    "cutedsl[kernels]": ("kernels_cute_gemm", "cute_gemm", "" if SM80 and importlib.util.find_spec("cutlass")
+                         else "kernels/cute_gemm.py needs an SM80+ GPU and nvidia-cutlass-dsl"),
 }  # fmt: skip
 
 # The part of the case space each kernel claims. The Triton kernel takes every shape, stride and dtype of

@@ -1,4 +1,5 @@
-"""cutedsl[kernels]: gemmguard's own CuteDSL GEMM (kernels/cute_gemm.py: SM90 TMA + WGMMA, persistent),
+"""cutedsl[kernels]: gemmguard's own CuteDSL GEMM (kernels/cute_gemm.py: SM90 TMA + WGMMA, persistent; an
+SM80-class mma.sync path on 8.x GPUs),
 with its epilogue fused in, for the GEMMs neither Inductor nor a library has a CuteDSL kernel for.
 
 The wiring is triton[kernels]'s (kernel_swap.py): a post-grad pass swaps each GEMM the kernel takes, with
@@ -19,7 +20,7 @@ class CuteDslKernelsBackend(OwnKernelBackend):
     pass_uuid = "gemmguard-kernels-cute-v1"
 
     def probe(self) -> Probe:
-        problem = cuda_probe((9, 0)) or missing_module("cutlass", "nvidia-cutlass-dsl")
+        problem = cuda_probe((8, 0)) or missing_module("cutlass", "nvidia-cutlass-dsl")
         if problem or (problem := self.kernel_file_problem()):
             return problem
         from importlib.metadata import version
