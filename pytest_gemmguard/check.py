@@ -186,6 +186,7 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend, fn
     if learnt is None:
         return None
     gemm.ahead = learnt.get("status")
+    gemm.ahead_s = learnt.get("compile_s")
     if gemm.ahead == "fatal":
         detail = learnt.get("detail", "no detail")
         if fn is not None and not learnt.get("fn"):

@@ -126,7 +126,9 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         took = time.perf_counter() - started
         spent.append(took)
         session.tally.add(backend, "example_s", took)  # the wall time per example: cases/min in the table
+        # the worker's own time beside the wait: a wait as long as it means the workers did not get ahead
         how = ", compiled ahead" if gemm.ahead == "ok" else ""
+        how += f" in {gemm.ahead_s:.1f} s" if how and gemm.ahead_s is not None else ""
         eta = sum(spent) / len(spent) * max(budget - step, 0)
         line = f"{step}/{budget} {case.describe()}: {verdict} ({took:.1f} s{how}; ETA {eta:.0f} s)"
         session.progress(f"[{backend}] {line}")
