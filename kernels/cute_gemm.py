@@ -1267,6 +1267,27 @@ def _sms(device) -> int:
     return _sm_count[idx]
 
 
+def _epilogue_operands(bias, steps, epi_bias, residual, out_shape, batched):
+    """The epilogue's operands as each kernel reads them: bias and residual as (L, M, N) views of the output's
+    shape (broadcast by zero strides), epi_bias only where a step reads it (None where none does); then
+    their dtypes and the seven strides every kernel takes after the output's (bias M, N, L; epi_bias; residual
+    M, N, L; 0 for what is absent)."""
+
+    def view(t):
+        t = t.expand(out_shape)
+        return t if batched else t.unsqueeze(0)
+
+    def s3(t):
+        return [t.stride(1), t.stride(2), t.stride(0)] if t is not None else [0, 0, 0]
+
+    bias3 = view(bias) if bias is not None else None
+    res3 = view(residual) if "residual" in steps else None
+    epi = epi_bias if "bias" in steps else None
+    dtypes = tuple(None if t is None else t.dtype for t in (bias3, epi, res3))
+    strides = [*s3(bias3), epi.stride(0) if epi is not None else 0, *s3(res3)]
+    return bias3, epi, res3, dtypes, strides
+
+
 def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5, out_dtype=None, config=None):
     """out = epilogue(a @ b + bias).  Raises ValueError (takes()'s reason) when takes() refuses.
 
@@ -1322,25 +1343,9 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
         # zeroed here, reduced by atomics, read once by the epilogue kernel
         ws = torch.zeros((L, M, (N + 3) // 4 * 4), dtype=torch.float32, device=a.device)
 
-    def bview(t):
-        t = t.expand(out_shape)
-        return t if batched else t.unsqueeze(0)
-
-    bias3 = bview(bias) if bias is not None else None
-    res3 = bview(residual) if "residual" in steps else None
-    epi = epi_bias if "bias" in steps else None
-    fn = compile_variant(
-        a.dtype,
-        out_dtype,
-        a_kmajor,
-        b_kmajor,
-        cfg,
-        None if bias3 is None else bias3.dtype,
-        None if epi is None else epi.dtype,
-        None if res3 is None else res3.dtype,
-        steps,
-        c3.stride(1) % 8 == 0 and c3.stride(0) % 8 == 0,
-    )
+    bias3, epi, res3, epi_dtypes, epi_strides = _epilogue_operands(bias, steps, epi_bias, residual, out_shape, batched)
+    c_aligned = c3.stride(1) % 8 == 0 and c3.stride(0) % 8 == 0
+    fn = compile_variant(a.dtype, out_dtype, a_kmajor, b_kmajor, cfg, *epi_dtypes, steps, c_aligned)
     cd = _cutlass_dtype
     gmem = cute.AddressSpace.gmem
 
@@ -1350,10 +1355,6 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
     def aux(t):
         return ptr(t, 2) if t is not None else make_ptr(cutlass.Float32, out.data_ptr(), gmem, assumed_align=2)
 
-    def s3(t):
-        return (t.stride(1), t.stride(2), t.stride(0)) if t is not None else (0, 0, 0)
-
-    bs, rs = s3(bias3), s3(res3)
     stream = cuda.CUstream(torch.cuda.current_stream(a.device).cuda_stream)
     fn(
         ptr(a3, 16),
@@ -1372,13 +1373,7 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
         bstride(b3, 0),
         c3.stride(1),
         c3.stride(0),
-        bs[0],
-        bs[1],
-        bs[2],
-        epi.stride(0) if epi is not None else 0,
-        rs[0],
-        rs[1],
-        rs[2],
+        *epi_strides,
         float(scale),
         sms,
         make_ptr(cutlass.Float32, (ws if ws is not None else out).data_ptr(), gmem, assumed_align=4),
@@ -1388,13 +1383,7 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
         stream,
     )
     if ws is not None:
-        epi_fn = compile_epilogue(
-            out_dtype,
-            None if bias3 is None else bias3.dtype,
-            None if epi is None else epi.dtype,
-            None if res3 is None else res3.dtype,
-            steps,
-        )
+        epi_fn = compile_epilogue(out_dtype, *epi_dtypes, steps)
         epi_fn(
             make_ptr(cutlass.Float32, ws.data_ptr(), gmem, assumed_align=4),
             ptr(c3, 2),
@@ -1408,13 +1397,7 @@ def gemm(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, scale=-1.5,
             ws.stride(0),
             c3.stride(1),
             c3.stride(0),
-            bs[0],
-            bs[1],
-            bs[2],
-            epi.stride(0) if epi is not None else 0,
-            rs[0],
-            rs[1],
-            rs[2],
+            *epi_strides,
             float(scale),
             stream,
         )
@@ -1429,21 +1412,8 @@ def _gemm_sm80(a3, b3, c3, out_shape, batched, bias, steps, epi_bias, residual, 
     from cuda.bindings import driver as cuda
     from cutlass.cute.runtime import make_ptr
 
-    def bview(t):
-        t = t.expand(out_shape)
-        return t if batched else t.unsqueeze(0)
-
-    bias3 = bview(bias) if bias is not None else None
-    res3 = bview(residual) if "residual" in steps else None
-    epi = epi_bias if "bias" in steps else None
-    fn = compile_sm80(
-        a3.dtype,
-        c3.dtype,
-        None if bias3 is None else bias3.dtype,
-        None if epi is None else epi.dtype,
-        None if res3 is None else res3.dtype,
-        steps,
-    )
+    bias3, epi, res3, epi_dtypes, epi_strides = _epilogue_operands(bias, steps, epi_bias, residual, out_shape, batched)
+    fn = compile_sm80(a3.dtype, c3.dtype, *epi_dtypes, steps)
     gmem = cute.AddressSpace.gmem
 
     def ptr(t):
@@ -1451,12 +1421,8 @@ def _gemm_sm80(a3, b3, c3, out_shape, batched, bias, steps, epi_bias, residual, 
             return make_ptr(cutlass.Float32, c3.data_ptr(), gmem, assumed_align=2)
         return make_ptr(_cutlass_dtype(t.dtype), t.data_ptr(), gmem, assumed_align=2)
 
-    def s3(t):
-        return (t.stride(1), t.stride(2), t.stride(0)) if t is not None else (0, 0, 0)
-
     L, M, K = a3.shape
     N = b3.shape[2]
-    bs, rs = s3(bias3), s3(res3)
     fn(
         ptr(a3),
         ptr(b3),
@@ -1476,13 +1442,7 @@ def _gemm_sm80(a3, b3, c3, out_shape, batched, bias, steps, epi_bias, residual, 
         b3.stride(0),
         c3.stride(1),
         c3.stride(0),
-        bs[0],
-        bs[1],
-        bs[2],
-        epi.stride(0) if epi is not None else 0,
-        rs[0],
-        rs[1],
-        rs[2],
+        *epi_strides,
         float(scale),
         cuda.CUstream(torch.cuda.current_stream(a3.device).cuda_stream),
     )

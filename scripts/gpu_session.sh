@@ -74,6 +74,16 @@ bg_wait() {  # bg_wait NAME SECONDS; the log is copied on every pass, so a call 
   done
 }
 
+# The README main job with every extra, as README runs it plus -v, in a process session of its own, a CPU/GPU use
+# sampler beside it; waits for it until this call's CALL_S (default 570 s) are up (the next call waits on).
+main_job_in_background() {
+  bg_start use bash -c 'while :; do echo "$(date +%s) $(head -1 /proc/stat) gpu=$(nvidia-smi \
+    --query-gpu=utilization.gpu --format=csv,noheader,nounits)"; sleep 5; done'
+  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
+  local left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
+  bg_wait main-job "$left"
+}
+
 # calib_shards SEED_BASE: the triton calibration (issue 10) in 10 shards of dynamic compiles, in the background,
 # for CAL_S seconds (default 380), 20 seeds from SEED_BASE, rows under /tmp/calib (the caller waits).
 calib_shards() {
@@ -590,11 +600,7 @@ w2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; iss
   OUT=$out CHECK_CUTE_BUDGET_S=150 timeout -k 5 "${CUTE_S:-200}" python3 kernels/check_cute.py --optin \
     >"$out/w2-cute-optin.txt" 2>&1
   echo "rc=$?" >>"$out/w2-cute-optin.txt"
-  bg_start use bash -c 'while :; do echo "$(date +%s) $(head -1 /proc/stat) gpu=$(nvidia-smi \
-    --query-gpu=utilization.gpu --format=csv,noheader,nounits)"; sleep 5; done'
-  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
-  left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
-  bg_wait main-job "$left"
+  main_job_in_background
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "correctness|BAD|ERR" "$out/w2-cute-optin.txt" | cut -c1-220 | head -8
   sed -n '/timing (bf16/,$p' "$out/w2-cute-optin.txt" | cut -c1-110 | head -40
@@ -635,11 +641,7 @@ x2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; ker
   # the SM80-class path, forced on the H200 (issue 14's fallback): layouts the TMA path refuses, then timings
   OUT=/tmp timeout -k 5 120 python3 kernels/check_cute.py --sm80 >"$out/x2-cute-sm80.txt" 2>&1
   echo "rc=$?" >>"$out/x2-cute-sm80.txt"
-  bg_start use bash -c 'while :; do echo "$(date +%s) $(head -1 /proc/stat) gpu=$(nvidia-smi \
-    --query-gpu=utilization.gpu --format=csv,noheader,nounits)"; sleep 5; done'
-  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
-  left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
-  bg_wait main-job "$left"
+  main_job_in_background
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -hE "^disk cache|^correctness|BAD|^ERR|rc=" "$out"/x2-cute-cache-*.txt | cut -c1-200
   grep -E "SM80-class correctness|BAD|ERR|REFUSED|cuBLAS|rc=" "$out/x2-cute-sm80.txt" | cut -c1-200 | head -12

@@ -125,3 +125,17 @@ def test_the_sm80_path_takes_layouts_the_tma_path_refuses():
         assert cg._sm80_operand_problem("A", t) is None
     huge = torch.empty((2**16, 2**16), dtype=torch.bfloat16, device="meta")  # sizes and strides only
     assert "32-bit" in cg._sm80_operand_problem("A", huge)
+
+
+def test_the_epilogue_operands_every_kernel_reads():
+    import torch
+
+    bias, residual, epi = torch.zeros(6), torch.zeros(4, 6), torch.zeros(6)
+    bias3, epi_used, res3, dtypes, strides = cg._epilogue_operands(
+        bias, ("bias", "residual"), epi, residual, (4, 6), False
+    )
+    assert bias3.shape == res3.shape == (1, 4, 6) and epi_used is epi and dtypes == (torch.float32,) * 3
+    assert strides == [0, 1, 0, 1, 6, 1, 24]  # bias broadcast over rows; epi_bias; residual row-major
+    # Steps that do not read epi_bias or a residual leave them out, with zero strides
+    _, epi_used, res3, dtypes, strides = cg._epilogue_operands(None, ("relu",), epi, residual, (4, 6), False)
+    assert epi_used is None and res3 is None and dtypes == (None, None, None) and strides == [0] * 7
