@@ -85,6 +85,7 @@ class Job:
     key: tuple  # (backend, GemmCase, the digest of the test's own function that travels, or "")
     tag: str  # the test it belongs to: its queued jobs are dropped when the test ends
     line: str
+    seq: int = 0  # submission order: the order the test will run its cases
     state: str = "queued"  # queued -> running -> done
     result: dict = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
@@ -131,7 +132,7 @@ class AheadPool:
                                    "dynamic": dynamic, "backend_module": backend_module,
                                    "backend_file": backend_file, "timeout_s": timeout_s,
                                    "all_choices": all_choices, "fn": fn})  # fmt: skip
-                job = Job(key, tag, line)
+                job = Job(key, tag, line, self._next_id)
                 self._jobs[key] = job
                 if first:
                     self._queue.appendleft(job)
@@ -142,13 +143,16 @@ class AheadPool:
         self._start()
 
     def attach(self, tag: str, backend: str, fn: dict) -> None:
-        """The test `tag` checks its own function `fn` (travel.pack): its cases still queued, and any it
-        queues later, are compiled with it instead of the case's own GEMM."""
+        """The test `tag` checks its own function `fn` (travel.pack): its cases are compiled with it instead
+        of the case's own GEMM, first in line (the test runs now). Those still queued are re-keyed; those a
+        worker already compiled with the bare GEMM (queued at collection, long before the test started) are
+        queued again with the function, or the test would wait for each of them in turn."""
         with self._lock:
             if self._functions.get((tag, backend)) == fn:
                 return
             self._functions[(tag, backend)] = fn
-            keep: collections.deque[Job] = collections.deque()
+            mine: list[Job] = []
+            rest: collections.deque[Job] = collections.deque()
             for job in self._queue:
                 if job.tag == tag and job.key[0] == backend:
                     self._drop(job)
@@ -157,8 +161,23 @@ class AheadPool:
                         continue
                     job.line = json.dumps({**json.loads(job.line), "fn": fn})
                     self._jobs[job.key] = job
-                keep.append(job)
-            self._queue = keep
+                    mine.append(job)
+                else:
+                    rest.append(job)
+            for job in list(self._jobs.values()):
+                if job.tag != tag or job.key[0] != backend or job.key[2] or job.state == "queued":
+                    continue
+                key = (*job.key[:2], fn["digest"])
+                if key in self._jobs:
+                    continue
+                self._next_id += 1
+                line = json.dumps({**json.loads(job.line), "fn": fn, "id": self._next_id})
+                again = Job(key, tag, line, job.seq)
+                self._jobs[key] = again
+                mine.append(again)
+                self.stats["requeued_with_function"] += 1
+            self._queue = collections.deque(sorted(mine, key=lambda job: job.seq)) + rest
+            self._lock.notify_all()
 
     def _drop(self, job: Job) -> None:
         # Only this job's own entry: after a re-key another job may hold the same key.

@@ -98,6 +98,11 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         expected_dtype = eager_out.dtype
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
     learnt = _learn_ahead(session, gemm, backend, fn)
+    if learnt is not None and learnt.get("status") == "unsupported" and (fn is None or learnt.get("fn")):
+        # The worker compiled exactly this (the case's GEMM, or the test's own function) and no kernel of the
+        # backend ran: compiling it again here would only repeat that (a failed compile is never cached;
+        # cutlass's refusals cost seconds each). Unsupported is never a pass, so trusting it risks no verdict.
+        raise Unsupported(backend.name, learnt.get("detail") or "no kernel of the backend ran (compile-ahead worker)")
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
     # Every autotune candidate of a graph compiled now is judged too, not only the winner (candidates.py).
@@ -187,6 +192,7 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend, fn
         return None
     gemm.ahead = learnt.get("status")
     gemm.ahead_s = learnt.get("compile_s")
+    gemm.ahead_detail = learnt.get("detail", "") if gemm.ahead == "error" else ""
     if gemm.ahead == "fatal":
         detail = learnt.get("detail", "no detail")
         if fn is not None and not learnt.get("fn"):

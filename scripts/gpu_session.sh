@@ -34,6 +34,10 @@
 #   x1 (.gpu/a), x2 (.gpu/b .gpu/cutlass_api_src), x3, x4 (.gpu/cutlass_api_src)   prepared for the next
 #                                            session: the CuteDSL kernel's disk cache on the GPU, the README main
 #                                            job to its end (green?), then tests/test_kernels.py on cutedsl[kernels]
+#   y1 (.gpu/a), y2 (.gpu/b .gpu/cutlass_api_src), y3 (.gpu/cutlass_api_src)   (2026-12-03, second session):
+#                                            the first cpp example profiled; issue 14 on the GPU (the kernel
+#                                            tests, the disk cache, the SM80-class path)
+#   z1 (.gpu/a), z2 (.gpu/b .gpu/cutlass_api_src), z3 (.gpu/cutlass_api_src)   the README main job alone
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -665,8 +669,67 @@ x3|x4)  # calls 3 and 4, each at once after the last (carry .gpu/cutlass_api_src
   sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
   [ -f "$out/kernels.txt" ] && grep -E "PASSED|FAILED|SKIPPED|rc=|still running" "$out/kernels.txt" | cut -c1-160
   ;;
+y1)  # 2026-12-03 session 2, call 1 (carry .gpu/a): stage the first half; where the first cpp example's 45-72 s go
+     # on this machine (7.7 s on a 2-core CPU box): the compile profiled, cumulative time, its top entries
+  bash "$0" w1
+  export PYTHONPATH=$PWD
+  timeout -k 5 200 python3 -m cProfile -o /tmp/cpp.prof -m pytest "${plugins[@]}" examples/test_example_gemms.py \
+    -k "test_any_gemm and cpp" --gemm-backends=cpp --gemm-max-examples=2 -v >"$out/y1-cpp-first.txt" 2>&1
+  echo "rc=$?" >>"$out/y1-cpp-first.txt"
+  python3 -c "import pstats; pstats.Stats('/tmp/cpp.prof').sort_stats('cumulative').print_stats(45)" \
+    >"$out/y1-cpp-profile.txt" 2>&1
+  grep -E "gemmguard \[cpp\]|rc=" "$out/y1-cpp-first.txt" | cut -c1-150
+  grep -E "^ +[0-9]" "$out/y1-cpp-profile.txt" | cut -c1-160 | head -45
+  ;;
+y2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): issue 14 on the GPU. tests/test_kernels.py through
+     # cutedsl[kernels] in the background; beside it kernels/cute_gemm.py's disk cache (check_cute --quick twice
+     # on one cache directory: the second must load every variant and be as right) and the SM80-class path
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  bg_start kernels timeout -k 10 1000 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -k cutedsl -v -rs \
+    --durations=0
+  for pass in 1 2; do
+    GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --quick \
+      >"$out/y2-cute-cache-$pass.txt" 2>&1
+    echo "rc=$?" >>"$out/y2-cute-cache-$pass.txt"
+  done
+  OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --sm80 >"$out/y2-cute-sm80.txt" 2>&1
+  echo "rc=$?" >>"$out/y2-cute-sm80.txt"
+  bg_wait kernels "$((${CALL_S:-570} - SECONDS))"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -hE "^disk cache|^correctness|BAD|^ERR|rc=" "$out"/y2-cute-cache-*.txt | cut -c1-200
+  grep -E "SM80-class correctness|BAD|ERR|REFUSED|cuBLAS|rc=" "$out/y2-cute-sm80.txt" | cut -c1-200 | head -12
+  grep -E "PASSED|FAILED|SKIPPED|rc=|still running" "$out/kernels.txt" | cut -c1-160
+  ;;
+y3)  # call 3, if y2 left the kernel tests running (carry .gpu/cutlass_api_src): wait for their end
+  [ -f /tmp/bg-kernels.log ] || { echo "$phase: no kernel tests here (the machine went back)"; exit 3; }
+  bg_wait kernels "$((${CALL_S:-570} - 10))"
+  rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|rc=|still running" "$out/kernels.txt" | cut -c1-160
+  ;;
+z1)  # session 3, call 1 (carry .gpu/a): stage the first half
+  exec bash "$0" w1
+  ;;
+z2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the README main job with every extra, alone on the
+     # machine, as README runs it plus -v (issue 10: green; issue 11: inside 10 minutes); z3 waits for its end
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  main_job_in_background
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -12
+  ;;
+z3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end
+  [ -f /tmp/bg-main-job.log ] || { echo "$phase: no main job here (the machine went back)"; exit 3; }
+  bg_wait main-job "$((${CALL_S:-570} - 10))"
+  grep -v DEBUG /tmp/bg-use.log >"$out/use.txt" 2>/dev/null
+  rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -30
+  sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -45
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4 or x1-x4" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3 or z1-z3" >&2; exit 2 ;;
 esac

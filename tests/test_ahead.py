@@ -52,6 +52,53 @@ class Segfaults(AtenBackend):
 backends.register(Segfaults())
 """
 
+# A backend none of whose kernels is ever its own: every case compiles, runs, and is unsupported.
+CLAIMS_NOTHING = """
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class ClaimsNothing(AtenBackend):
+    name = "claims-nothing"
+
+    def claims(self, launch):
+        return False
+
+
+backends.register(ClaimsNothing())
+"""
+
+# A backend whose compile raises in a compile-ahead worker only: the test process compiles the case itself.
+RAISES_IN_WORKERS = """
+import sys
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class RaiseInWorkers(CustomGraphPass):
+    def __call__(self, graph):
+        main = getattr(sys.modules["__main__"], "__spec__", None)
+        if main is not None and main.name == "pytest_gemmguard.ahead_worker":
+            raise RuntimeError("planted: only a worker's compile fails")
+
+    def uuid(self):
+        return "gemmguard-test-raise-in-workers"
+
+
+class Flaky(AtenBackend):
+    name = "worker-raises"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": RaiseInWorkers()}
+
+
+backends.register(Flaky())
+"""
+
 TWO_TESTS = """
 from pytest_gemmguard import gemm_case
 
@@ -176,14 +223,12 @@ def test_a_test_that_ended_leaves_no_function_behind():
     assert list(pool._functions) == [("u", "aten")]
 
 
-TIMES = re.compile(
-    r"aten: ([\d.]+) s in examples: ([\d.]+) s waiting for compile-ahead workers, ([\d.]+) s compiling in the "
-    r"test process, ([\d.]+) s drawing, checking and confirming"
-)
-
-
-def _times(result) -> tuple[float, ...]:
-    (found,) = [m for m in map(TIMES.search, result.outlines) if m]
+def _times(result, backend: str = "aten") -> tuple[float, ...]:
+    times = re.compile(
+        rf"{re.escape(backend)}: ([\d.]+) s in examples: ([\d.]+) s waiting for compile-ahead workers, ([\d.]+) s "
+        r"compiling in the test process, ([\d.]+) s drawing, checking and confirming"
+    )
+    (found,) = [m for m in map(times.search, result.outlines) if m]
     return tuple(float(x) for x in found.groups())
 
 
@@ -302,3 +347,60 @@ def test_two_tests_with_one_function_share_a_job_and_end_apart():
     assert [(job.tag, job.key[2]) for job in pool._queue] == [("u", "abc")]
     pool.forget("t")
     assert ("aten", case, "abc") in pool._jobs and len(pool._queue) == 1
+
+
+def test_a_worker_that_found_a_case_unsupported_spares_the_test_process_its_compile(pytester):
+    """A compile that found no kernel of the backend is never cached, so compiling it again in the test
+    process repeats it in full (cutlass's refusals took 111 s of the H200 main job): the worker's unsupported
+    stands, with its reason, and the verdicts stay those of a run without workers."""
+    pytester.makeconftest(CLAIMS_NOTHING)
+    pytester.makepyfile(PASSING)
+    args = ("--gemm-backends=claims-nothing", "--gemm-seed=5", "-v", "-p", "no:cacheprovider")
+    alone = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=0")
+    pooled = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=1")
+    seen = _examples(pooled)
+    assert seen == _examples(alone) and len(seen) == 11 and {v for _, v in seen} == {"unsupported"}, seen
+    reasons = [[line for line in run.outlines if line.startswith("unsupported by")] for run in (alone, pooled)]
+    assert reasons[0] == reasons[1] and len(reasons[0]) >= 2, reasons  # the reasons, word for word
+    compiles = [int(re.search(r"compiles: (\d+) \(", run.stdout.str()).group(1)) for run in (alone, pooled)]
+    assert compiles == [11, 0], compiles  # the test process compiled nothing: the worker had found it unsupported
+    assert _times(pooled, "claims-nothing")[1] > 0  # it waited for the worker instead
+
+
+def test_a_function_seen_late_goes_again_with_the_cases_a_worker_already_compiled_bare():
+    """Cases queued at collection are compiled with the bare GEMM while earlier tests run; when the test
+    starts and says which function it checks, every one of its cases is queued again with it, in order and
+    ahead of later tests' cases, or the test would wait for each in turn (152 s of the H200 main job)."""
+    import json
+
+    from pytest_gemmguard.cases import GemmCase
+
+    pool = ahead.AheadPool(0)  # no workers: the queue alone, a job taken as a worker would
+    mine, later = [GemmCase("mm", m, 8, 8) for m in (1, 2, 3)], GemmCase("mm", 9, 8, 8)
+    pool.submit("aten", mine, "t")
+    pool.submit("aten", [later], "u")
+    for _ in range(2):  # a worker compiled the first two with the bare GEMM
+        job = pool._take()
+        job.state, job.result = "done", {"status": "ok"}
+        job.done.set()
+    fn = {"digest": "abc", "code": "x"}
+    pool.attach("t", "aten", fn)
+    order = [(job.tag, job.key[1].m, job.key[2]) for job in pool._queue]
+    assert order == [("t", 1, "abc"), ("t", 2, "abc"), ("t", 3, "abc"), ("u", 9, "")]
+    lines = [json.loads(job.line) for job in pool._queue]
+    assert [line["fn"] for line in lines[:3]] == [fn] * 3 and len({line["id"] for line in lines}) == 4
+    assert pool._jobs[("aten", mine[0], "")].result == {"status": "ok"}  # what the bare compile learnt stays
+    pool.attach("t", "aten", fn)  # said again: nothing more queued
+    assert len(pool._queue) == 4
+
+
+def test_a_case_whose_worker_compile_raised_says_so_and_is_checked_here(pytester):
+    pytester.makeconftest(RAISES_IN_WORKERS)
+    pytester.makepyfile(TWO_TESTS)
+    result = pytester.runpytest_subprocess("--gemm-backends=worker-raises", "-v", "-p", "no:cacheprovider",
+                                           "--gemm-compile-workers=1")  # fmt: skip
+    result.assert_outcomes(passed=2)  # the verdicts are this process's own
+    told = [line for line in result.outlines if "compiled here: its compile-ahead worker raised" in line]
+    verified = [verdict for _, verdict in _examples(result) if verdict == "verified"]
+    assert len(told) == len(verified) > 0, told  # every example, each checked and verified here
+    assert all("planted: only a worker's compile fails" in line and ": verified (" in line for line in told), told
