@@ -112,31 +112,24 @@ epilogues = [
 if quick:
     cases = cases[:1]
     epilogues = epilogues[:1]
-bad = 0
-for c in cases:
+
+
+def compiled(what: str, compile_fn, args: tuple, shown: tuple) -> bool:
+    """Compile one variant; print ok, or FAIL with the first line of the error and its traceback."""
     try:
-        cg.compile_variant(*c)
-        print("ok  ", c[4].name, c[:4], c[5:], flush=True)
+        compile_fn(*args)
+        print("ok  ", what, shown, flush=True)
+        return True
     except Exception as e:
-        bad += 1
-        print("FAIL", c[4].name, c[:4], c[5:], type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
+        print("FAIL", what, shown, type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
         traceback.print_exc()
-for c in sm80 if not quick else ():
-    try:
-        cg.compile_sm80(*c)
-        print("ok   sm80", c, flush=True)
-    except Exception as e:
-        bad += 1
-        print("FAIL sm80", c, type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
-        traceback.print_exc()
-for e_ in epilogues:
-    try:
-        cg.compile_epilogue(*e_)
-        print("ok   split-K epilogue", e_, flush=True)
-    except Exception as e:
-        bad += 1
-        print("FAIL split-K epilogue", e_, type(e).__name__, str(e).splitlines()[0] if str(e) else "", flush=True)
-        traceback.print_exc()
+        return False
+
+
+jobs = [(c[4].name, cg.compile_variant, c, c[:4] + c[5:]) for c in cases]  # the config by name only
+jobs += [("sm80", cg.compile_sm80, c, c) for c in (sm80 if not quick else ())]
+jobs += [("split-K epilogue", cg.compile_epilogue, e, e) for e in epilogues]
+bad = sum(not compiled(*job) for job in jobs)
 print(cg.cold_compile_seconds())
 print("failures:", bad)
 sys.exit(1 if bad else 0)

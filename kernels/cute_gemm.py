@@ -417,6 +417,17 @@ def _epilogue_apply(v, r, c, l, cfgkey, mBias, mEpiBias, mRes, scale):
     return v
 
 
+def _epilogue_views(pBias, pEpiBias, pRes, M, N, L, bias_strides, epi_stride, res_strides):
+    """The epilogue's operands as tensors, in trace-time Python (each kernel's host call builds them alike):
+    bias and residual (M, N, L) with any strides (0 where broadcast), the per-column bias (N,)."""
+    import cutlass.cute as cute
+
+    mBias = cute.make_tensor(pBias, cute.make_layout((M, N, L), stride=bias_strides))
+    mEpiBias = cute.make_tensor(pEpiBias, cute.make_layout((N,), stride=(epi_stride,)))
+    mRes = cute.make_tensor(pRes, cute.make_layout((M, N, L), stride=res_strides))
+    return mBias, mEpiBias, mRes
+
+
 def _build_kernel_class():
     """Define the kernel class lazily (it needs cutlass at class-definition time)."""
     import cuda.bindings.driver as cuda
@@ -543,9 +554,9 @@ def _build_kernel_class():
                 )
             else:
                 mC = cute.make_tensor(pC, cute.make_layout((M, N, L), stride=(sCM, 1, sCL)))
-            mBias = cute.make_tensor(pBias, cute.make_layout((M, N, L), stride=(sBiasM, sBiasN, sBiasL)))
-            mEpiBias = cute.make_tensor(pEpiBias, cute.make_layout((N,), stride=(sEpi,)))
-            mRes = cute.make_tensor(pRes, cute.make_layout((M, N, L), stride=(sResM, sResN, sResL)))
+            mBias, mEpiBias, mRes = _epilogue_views(
+                pBias, pEpiBias, pRes, M, N, L, (sBiasM, sBiasN, sBiasL), sEpi, (sResM, sResN, sResL)
+            )
             # split-K: the fp32 partial-sum workspace (unused, and pointing anywhere, otherwise)
             mWs = cute.make_tensor(pWs, cute.make_layout((M, N, L), stride=(sWsM, 1, sWsL)))
 
@@ -915,9 +926,9 @@ def _build_epilogue_class():
         ):
             mWs = cute.make_tensor(pWs, cute.make_layout((M, N, L), stride=(sWsM, 1, sWsL)))
             mC = cute.make_tensor(pC, cute.make_layout((M, N, L), stride=(sCM, 1, sCL)))
-            mBias = cute.make_tensor(pBias, cute.make_layout((M, N, L), stride=(sBiasM, sBiasN, sBiasL)))
-            mEpiBias = cute.make_tensor(pEpiBias, cute.make_layout((N,), stride=(sEpi,)))
-            mRes = cute.make_tensor(pRes, cute.make_layout((M, N, L), stride=(sResM, sResN, sResL)))
+            mBias, mEpiBias, mRes = _epilogue_views(
+                pBias, pEpiBias, pRes, M, N, L, (sBiasM, sBiasN, sBiasL), sEpi, (sResM, sResN, sResL)
+            )
             col_groups = (N + EPI_COLS - 1) // EPI_COLS
             work = col_groups * M * L
             grid = (work + EPI_THREADS - 1) // EPI_THREADS
@@ -981,7 +992,7 @@ def _sm80_cls():
         spec = importlib.util.spec_from_file_location("gemmguard_kernels_cute_gemm_sm80", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        _sm80 = module.build(_epilogue_apply)
+        _sm80 = module.build(_epilogue_apply, _epilogue_views)
     return _sm80
 
 

@@ -23,8 +23,9 @@ BM, BN, BK = 64, 64, 32
 THREADS = 128  # four warps
 
 
-def build(epilogue_apply):
-    """The kernel class; `epilogue_apply` is cute_gemm's fp32 step chain (shared with the Hopper kernel)."""
+def build(epilogue_apply, epilogue_views):
+    """The kernel class; `epilogue_apply` is cute_gemm's fp32 step chain and `epilogue_views` its operands'
+    tensors (both shared with the Hopper kernel)."""
     import cuda.bindings.driver as cuda
     import cutlass
     import cutlass.cute as cute
@@ -32,6 +33,19 @@ def build(epilogue_apply):
     from cutlass.memory import SmemAllocator
 
     Int32, Float32 = cutlass.Int32, cutlass.Float32
+
+    @cute.jit
+    def load_tile(src, dst, first, extent, k0, K, batch, tidx, zero):
+        """Copy the (rows, BK) tile of `src` (a (row, K, batch) view) from row `first` and column `k0` into
+        shared `dst`, one element per thread per pass, zero past `extent` rows or K columns."""
+        for i in cutlass.range_constexpr(cute.size(dst) // THREADS):
+            e = tidx + i * THREADS
+            r = e // BK
+            c = e - r * BK
+            v = zero
+            if first + r < extent and k0 + c < K:
+                v = src[(first + r, k0 + c, batch)]
+            dst[(r, c)] = v
 
     class Sm80Gemm:
         """One compiled variant: operand and output dtypes and the epilogue chain are compile-time."""
@@ -78,9 +92,9 @@ def build(epilogue_apply):
             mA = cute.make_tensor(pA, cute.make_layout((M, K, L), stride=(sAM, sAK, sAL)))
             mB = cute.make_tensor(pB, cute.make_layout((N, K, L), stride=(sBN, sBK, sBL)))
             mC = cute.make_tensor(pC, cute.make_layout((M, N, L), stride=(sCM, 1, sCL)))
-            mBias = cute.make_tensor(pBias, cute.make_layout((M, N, L), stride=(sBiasM, sBiasN, sBiasL)))
-            mEpiBias = cute.make_tensor(pEpiBias, cute.make_layout((N,), stride=(sEpi,)))
-            mRes = cute.make_tensor(pRes, cute.make_layout((M, N, L), stride=(sResM, sResN, sResL)))
+            mBias, mEpiBias, mRes = epilogue_views(
+                pBias, pEpiBias, pRes, M, N, L, (sBiasM, sBiasN, sBiasL), sEpi, (sResM, sResN, sResL)
+            )
             tiled_mma = cute.make_tiled_mma(warp.MmaF16BF16Op(self.ab_dtype, Float32, (16, 8, 16)), (2, 2, 1))
             tiles_m = (M + BM - 1) // BM
             tiles_n = (N + BN - 1) // BN
@@ -121,22 +135,8 @@ def build(epilogue_apply):
             zero = self.ab_dtype(0.0)
             for kt in cutlass.range((K + BK - 1) // BK, unroll=1):
                 k0 = kt * BK
-                for i in cutlass.range_constexpr(BM * BK // THREADS):
-                    e = tidx + i * THREADS
-                    r = e // BK
-                    c = e - r * BK
-                    v = zero
-                    if row0 + r < M and k0 + c < K:
-                        v = mA[(row0 + r, k0 + c, batch)]
-                    sA[(r, c)] = v
-                for i in cutlass.range_constexpr(BN * BK // THREADS):
-                    e = tidx + i * THREADS
-                    r = e // BK
-                    c = e - r * BK
-                    v = zero
-                    if col0 + r < N and k0 + c < K:
-                        v = mB[(col0 + r, k0 + c, batch)]
-                    sB[(r, c)] = v
+                load_tile(mA, sA, row0, M, k0, K, batch, tidx, zero)
+                load_tile(mB, sB, col0, N, k0, K, batch, tidx, zero)
                 cute.arch.sync_threads()
                 cute.autovec_copy(tCsA, tCrA)
                 cute.autovec_copy(tCsB, tCrB)
