@@ -92,7 +92,7 @@ def worker_main() -> int:
         compiler.dynamic = bool(job.get("dynamic", False))
         compiler.timeout_s = float(job.get("timeout_s") or 0)
         started = time.perf_counter()
-        status, detail, judged = "ok", "", []
+        status, detail, judged, settled = "ok", "", [], False
         try:
             record = compile_case({**job, "compiler": compiler}, None)
             if torch.cuda.is_initialized():
@@ -101,15 +101,15 @@ def worker_main() -> int:
             # What this compile's autotuning judged: the test process's cache-hit compile takes these.
             judged = [c.to_json() for c in candidates.judged_for(record, repr(GemmCase(**job["case"])))]
         except Unsupported as exc:
-            status, detail = "unsupported", exc.reason
+            status, detail, settled = "unsupported", exc.reason, exc.settled
         except CompileTimeout as exc:
             status, detail = "timeout", str(exc)
         except Exception as exc:
             status = "fatal" if fatal_cuda(exc) else "error"
             detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
         print(json.dumps({"id": job["id"], "status": status, "detail": detail, "candidates": judged,
-                          "fn": bool(job.get("fn")), "compile_s": round(time.perf_counter() - started, 3)}),
-              file=proto)  # fmt: skip
+                          "fn": bool(job.get("fn")), "settled": settled,
+                          "compile_s": round(time.perf_counter() - started, 3)}), file=proto)  # fmt: skip
         if status == "fatal":
             return 3  # this process's CUDA context is gone; the pool starts a new worker
     return 0

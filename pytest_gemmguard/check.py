@@ -98,10 +98,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         expected_dtype = eager_out.dtype
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
     learnt = _learn_ahead(session, gemm, backend, fn)
-    if learnt is not None and learnt.get("status") == "unsupported" and (fn is None or learnt.get("fn")):
-        # The worker compiled exactly this (the case's GEMM, or the test's own function) and no kernel of the
-        # backend ran: compiling it again here would only repeat that (a failed compile is never cached;
-        # cutlass's refusals cost seconds each). Unsupported is never a pass, so trusting it risks no verdict.
+    if worker_found_unsupported(learnt, fn):
         raise Unsupported(backend.name, learnt.get("detail") or "no kernel of the backend ran (compile-ahead worker)")
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
@@ -170,6 +167,17 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         session.tally.add(gemm.backend, "fused")
     session.tally.add(gemm.backend, "check_s", time.perf_counter() - started)
     return CheckResult(out, verdict, record)
+
+
+def worker_found_unsupported(learnt: dict | None, fn: Callable | None) -> bool:
+    """Whether a compile-ahead worker's "unsupported" stands without compiling the case again here: it compiled
+    exactly what this check compiles (the case's GEMM, or the test's own function that travelled) and no
+    kernel of the backend ran, for a reason every compile of the case meets (`Unsupported.settled`). A
+    failed compile is never cached, so compiling again would only repeat it (cutlass's refusals cost seconds
+    each); a verdict that a busy machine could have caused (every choice failed to build) is not taken."""
+    if not learnt or learnt.get("status") != "unsupported" or not learnt.get("settled"):
+        return False
+    return fn is None or bool(learnt.get("fn"))
 
 
 def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend, fn: Callable | None) -> dict | None:

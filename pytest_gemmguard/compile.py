@@ -323,7 +323,8 @@ def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, Cal
         if refused is not None:  # a route's kernel refused the operands at run time
             raise Unsupported(compiled.backend.name, refused.reason) from None
         if inductor.is_no_valid_choices(chain):
-            raise Unsupported(compiled.backend.name, "Inductor found no valid choice (NoValidChoicesError)") from None
+            reason, settled = "Inductor found no valid choice (NoValidChoicesError)", inductor.no_choice_existed(chain)
+            raise Unsupported(compiled.backend.name, reason, settled=settled) from None
         raise BackendCrashed(compiled.backend.name, chain[-1]) from exc
     reason = no_own_kernel_reason(record.graphs, compiled.backend.name)
     if reason is not None:

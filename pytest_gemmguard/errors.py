@@ -39,8 +39,10 @@ class BaselineError(GemmguardError):
 class Unsupported(GemmguardError):
     """The backend did not run its own kernel for this case (fallback, no valid choice, no GEMM)."""
 
-    def __init__(self, backend: str, reason: str, every_of: int | None = None) -> None:
+    def __init__(self, backend: str, reason: str, every_of: int | None = None, settled: bool = True) -> None:
         # every_of: the whole test was unsupported, for all this many examples (reason: the commonest one).
+        # settled: another compile of the case would find the same (False: its choices all failed to build or
+        # run, which a busy machine can cause): only a settled verdict of a compile-ahead worker is taken as is.
         if every_of is None:
             text = f"unsupported by {backend} for this case: {reason}"
         else:
@@ -48,6 +50,7 @@ class Unsupported(GemmguardError):
         super().__init__(text)
         self.backend = backend
         self.reason = reason
+        self.settled = settled
 
 
 class BackendUnavailable(GemmguardError):

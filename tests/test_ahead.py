@@ -404,3 +404,27 @@ def test_a_case_whose_worker_compile_raised_says_so_and_is_checked_here(pytester
     verified = [verdict for _, verdict in _examples(result) if verdict == "verified"]
     assert len(told) == len(verified) > 0, told  # every example, each checked and verified here
     assert all("planted: only a worker's compile fails" in line and ": verified (" in line for line in told), told
+
+
+def test_only_a_settled_unsupported_from_a_worker_stands():
+    """A worker's unsupported stands for a backend with no choice for the case at all (its own filter), not
+    for one whose choices all failed to build or run (a busy machine can do that), and only where the worker
+    compiled what the check compiles."""
+    from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+    from pytest_gemmguard._compat import inductor
+    from pytest_gemmguard.check import worker_found_unsupported
+
+    selector = AlgorithmSelectorCache()
+    none_at_all = selector.create_no_valid_choices("mm", "No choices exist for backend.")
+    all_failed = selector.create_no_valid_choices("mm", "All choices failed to compile for backend.")
+    assert inductor.no_choice_existed([RuntimeError("wrapped"), none_at_all])
+    assert not inductor.no_choice_existed([RuntimeError("wrapped"), all_failed])
+    told = {"status": "unsupported", "settled": True, "fn": False, "detail": "Inductor found no valid choice"}
+    own = lambda a, b: a @ b
+    assert worker_found_unsupported(told, None)
+    assert worker_found_unsupported({**told, "fn": True}, own)
+    assert not worker_found_unsupported({**told, "settled": False}, None)  # it might build next time
+    assert not worker_found_unsupported(told, own)  # the worker compiled the bare GEMM, not this function
+    assert not worker_found_unsupported({**told, "status": "error"}, None)
+    assert not worker_found_unsupported(None, None)

@@ -73,6 +73,13 @@ def is_no_valid_choices(chain: list[BaseException]) -> bool:
     return any(type(e).__name__ == NO_VALID_CHOICES or NO_VALID_CHOICES in str(e) for e in chain)
 
 
+def no_choice_existed(chain: list[BaseException]) -> bool:
+    """Whether that was for want of any choice at all (the backend's own filter: the same on every run of
+    the case), not because the choices offered all failed to compile or benchmark (which a busy machine,
+    another process's memory or a flaky build can cause, and another run need not repeat)."""
+    return any("No choices exist" in str(e) for e in chain)
+
+
 @contextlib.contextmanager
 def patched_config(options: dict[str, Any]) -> Iterator[None]:
     """Inductor options patched globally (Dynamo reads some, such as `freezing`, while tracing, before
