@@ -37,7 +37,8 @@
 #   y1 (.gpu/a), y2 (.gpu/b .gpu/cutlass_api_src), y3 (.gpu/cutlass_api_src)   (2026-12-03, second session):
 #                                            the first cpp example profiled; issue 14 on the GPU (the kernel
 #                                            tests, the disk cache, the SM80-class path)
-#   z1 (.gpu/a), z2 (.gpu/b .gpu/cutlass_api_src), z3 (.gpu/cutlass_api_src)   the README main job alone
+#   z1 (.gpu/a), z2 (.gpu/b .gpu/cutlass_api_src), z3, z4 (.gpu/cutlass_api_src)   the README main job alone
+#                                            on the machine; then issue 14's disk cache, SM80 path, kernel tests
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -720,16 +721,41 @@ z2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the README main job 
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -12
   ;;
-z3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end
+z3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end; then issue 14 on the GPU: the disk cache
+     # (check_cute --quick twice on one cache directory), the SM80-class path, then the kernel tests in the
+     # background (z4 waits for them)
   [ -f /tmp/bg-main-job.log ] || { echo "$phase: no main job here (the machine went back)"; exit 3; }
-  bg_wait main-job "$((${CALL_S:-570} - 10))"
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+  export PATH=/tmp/site/bin:$PATH
+  bg_wait main-job "$((${CALL_S:-570} - 60))"
   grep -v DEBUG /tmp/bg-use.log >"$out/use.txt" 2>/dev/null
+  if [ -f /tmp/bg-main-job.done ]; then
+    for pass in 1 2; do
+      GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --quick \
+        >"$out/z3-cute-cache-$pass.txt" 2>&1
+      echo "rc=$?" >>"$out/z3-cute-cache-$pass.txt"
+    done
+    OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --sm80 >"$out/z3-cute-sm80.txt" 2>&1
+    echo "rc=$?" >>"$out/z3-cute-sm80.txt"
+    bg_start kernels timeout -k 10 900 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -k cutedsl -v -rs \
+      --durations=0
+    left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
+    bg_wait kernels "$left"
+  fi
   rm -f "$out/env.txt"
   grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -30
   sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -45
+  grep -hE "^disk cache|^correctness|BAD|^ERR|rc=" "$out"/z3-cute-cache-*.txt 2>/dev/null | cut -c1-200
+  grep -E "SM80-class correctness|BAD|ERR|REFUSED|cuBLAS|rc=" "$out/z3-cute-sm80.txt" 2>/dev/null | cut -c1-200 | head -12
+  ;;
+z4)  # call 4, at once (carry .gpu/cutlass_api_src): the kernel tests' end
+  [ -f /tmp/bg-kernels.log ] || { echo "$phase: no kernel tests here (the machine went back)"; exit 3; }
+  bg_wait kernels "$((${CALL_S:-570} - 10))"
+  rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|rc=|still running" "$out/kernels.txt" | cut -c1-160
   ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3 or z1-z3" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3 or z1-z4" >&2; exit 2 ;;
 esac
