@@ -496,15 +496,22 @@ def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
     for c in seen:
         entry = kn.match(shipped, "cutedsl", c, NVGEMM_VERSIONS, "raises", route="nvgemm")
         assert entry is not None and entry.id == "torch-nvgemm-k-not-multiple-of-8-raises", c
+    # 2026-12-03: a 1x1 output with K a multiple of 8, C named: its own entry
+    output = case(op="mm", m=1, n=1, k=3584, dtype="bfloat16", layout="noncontiguous")
+    entry = kn.match(shipped, "cutedsl", output, NVGEMM_VERSIONS, "raises", route="nvgemm")
+    assert entry is not None and entry.id == "torch-nvgemm-1x1-output-raises"
+    for wider in (replace(output, m=2), replace(output, n=2), replace(output, op="bmm", batch=2)):
+        assert kn.match(shipped, "cutedsl", wider, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, wider
     aligned = case(op="mm", m=13, n=13, k=8, dtype="bfloat16", layout="contiguous")
+    tall = replace(one, m=16)  # seen refused too, and not a 1x1 output: what the K entry alone must meet
     misses = [
         ("cutedsl", one, NVGEMM_VERSIONS, "raises", "quack"),  # another route's failure is another bug
         ("cutedsl", one, NVGEMM_VERSIONS, "wrong-result", "nvgemm"),
         ("cutedsl", aligned, NVGEMM_VERSIONS, "raises", "nvgemm"),  # K a multiple of 8: M and N never named
-        ("cutedsl", replace(one, layout="transposed_a"), NVGEMM_VERSIONS, "raises", "nvgemm"),  # M-major A: unseen
-        ("cutedsl", replace(one, layout="offset"), NVGEMM_VERSIONS, "raises", "nvgemm"),
-        ("cutedsl", replace(one, dtype="float32"), NVGEMM_VERSIONS, "raises", "nvgemm"),
-        ("cutedsl", replace(one, op="bmm", batch=2), NVGEMM_VERSIONS, "raises", "nvgemm"),
+        ("cutedsl", replace(tall, layout="transposed_a"), NVGEMM_VERSIONS, "raises", "nvgemm"),  # M-major A: unseen
+        ("cutedsl", replace(tall, layout="offset"), NVGEMM_VERSIONS, "raises", "nvgemm"),
+        ("cutedsl", replace(tall, dtype="float32"), NVGEMM_VERSIONS, "raises", "nvgemm"),
+        ("cutedsl", replace(tall, op="bmm", batch=2), NVGEMM_VERSIONS, "raises", "nvgemm"),
         ("cutedsl", one, {"torch": "2.11.0+cu130"}, "raises", "nvgemm"),  # the DSL not installed
         ("cutedsl", one, {**NVGEMM_VERSIONS, "torch": "2.13.0+cu130"}, "raises", "nvgemm"),
         ("triton", one, NVGEMM_VERSIONS, "raises", None),
