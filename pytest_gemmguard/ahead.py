@@ -193,17 +193,20 @@ class AheadPool:
             usable = not self._closing
         if not usable:
             return None
-        self.submit(backend, [case], tag, first=True, **job)
         with self._lock:
             fn = self._functions.get((tag, backend))
-            found = self._jobs[(backend, case, fn["digest"] if fn else "")]
+            key = (backend, case, fn["digest"] if fn else "")
+            queued = key in self._jobs  # drawn ahead (or asked for before); False: a worker starts on it now
+        self.submit(backend, [case], tag, first=True, **job)
+        with self._lock:
+            found = self._jobs[key]
         started = time.perf_counter()
         limit = job.get("timeout_s") or None
         if not found.done.wait(limit + 60 if limit else None):
             self.stats["waited_out"] += 1
             return None
         self.stats["waited_s"] += time.perf_counter() - started
-        return found.result or None
+        return {**found.result, "queued_ahead": queued} if found.result else None
 
     def forget(self, tag: str) -> None:
         """The test `tag` ended: drop its jobs no worker has started (a later test may queue them again)."""

@@ -200,6 +200,7 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend, fn
         return None
     gemm.ahead = learnt.get("status")
     gemm.ahead_s = learnt.get("compile_s")
+    gemm.ahead_late = not learnt.get("queued_ahead", True)
     gemm.ahead_detail = learnt.get("detail", "") if gemm.ahead == "error" else ""
     if gemm.ahead == "fatal":
         detail = learnt.get("detail", "no detail")

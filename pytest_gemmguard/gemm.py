@@ -36,6 +36,7 @@ class Gemm:
         self.checks = 0  # checks that reached the backend
         self.ahead: str | None = None  # what the compile-ahead worker said of this case (ok, error, fatal)
         self.ahead_s: float | None = None  # how long that worker took over it (compile, autotune, checks)
+        self.ahead_late = False  # the worker started on it only when this process asked (not drawn ahead)
         self.ahead_detail = ""  # what the worker's compile raised, where it raised (then compiled here again)
         self.use_ahead = True  # False for a benchmark: its kernel is autotuned here, on a quiet machine
         # Autotune candidates this example's checks judged right: a known entry that names a template counts a

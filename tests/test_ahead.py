@@ -143,6 +143,7 @@ def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester):
     verified = sum(verdict == "verified" for _, verdict in seen_pooled)
     assert len(ahead_lines) == verified > 0, pooled.stdout.str()  # every verified case was compiled ahead
     assert "compiled ahead" not in alone.stdout.str()
+    assert "not drawn ahead" not in pooled.stdout.str()  # the draw beforehand was the run's own draw
     assert f"aten: {verified} examples compiled ahead by worker processes" in pooled.stdout.str()
     # Where the time went: the pooled run waits for its worker and compiles little itself (a cache hit of the
     # worker's compile); the serial one compiles everything in the test process and waits for nobody.
@@ -428,3 +429,16 @@ def test_only_a_settled_unsupported_from_a_worker_stands():
     assert not worker_found_unsupported(told, own)  # the worker compiled the bare GEMM, not this function
     assert not worker_found_unsupported({**told, "status": "error"}, None)
     assert not worker_found_unsupported(None, None)
+
+
+def test_a_case_nobody_queued_is_told_apart_from_one_drawn_ahead():
+    from pytest_gemmguard.cases import GemmCase
+
+    pool = ahead.AheadPool(1)
+    drawn, late = GemmCase("mm", 4, 8, 8, dtype="float32"), GemmCase("mm", 5, 8, 8, dtype="float32")
+    try:
+        pool.submit("aten", [drawn], "t")
+        assert pool.vet("aten", drawn, "t")["queued_ahead"] is True
+        assert pool.vet("aten", late, "t")["queued_ahead"] is False  # a worker started on it when asked
+    finally:
+        pool.close()
