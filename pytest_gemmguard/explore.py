@@ -129,7 +129,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         # the worker's own time beside the wait: a wait as long as it means the workers did not get ahead
         how = ", compiled ahead" if gemm.ahead == "ok" else ""
         how += f" in {gemm.ahead_s:.1f} s" if how and gemm.ahead_s is not None else ""
-        if how and gemm.ahead_late:  # Hypothesis drew a case the draw beforehand did not: compiled on demand
+        if how and gemm.ahead_late:  # nobody had queued it (not in the draw beforehand, or dropped): on demand
             how += ", not drawn ahead"
         if gemm.ahead_detail:  # the worker's compile raised, so this process compiled the case itself
             how += f", compiled here: its compile-ahead worker raised {gemm.ahead_detail[:200]}"
