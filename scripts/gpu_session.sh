@@ -99,6 +99,19 @@ calib_shards() {
   done
 }
 
+# cute_checks PREFIX: issue 14's CuteDSL checks, logs $out/PREFIX-cute-*.txt: kernels/cute_gemm.py's disk cache
+# (check_cute --quick twice on one cache directory: the second must load every variant and be as right), then
+# the SM80-class path forced on this Hopper GPU (layouts the TMA path refuses, then timings)
+cute_checks() {
+  for pass in 1 2; do
+    GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --quick \
+      >"$out/$1-cute-cache-$pass.txt" 2>&1
+    echo "rc=$?" >>"$out/$1-cute-cache-$pass.txt"
+  done
+  OUT=/tmp timeout -k 5 "${SM80_S:-150}" python3 kernels/check_cute.py --sm80 >"$out/$1-cute-sm80.txt" 2>&1
+  echo "rc=$?" >>"$out/$1-cute-sm80.txt"
+}
+
 case $phase in
 a)
   mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
@@ -638,14 +651,7 @@ x2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; ker
   # shellcheck disable=SC1091
   source .gpu/b/install.sh || exit 3
   export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
-  for pass in 1 2; do
-    GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --quick \
-      >"$out/x2-cute-cache-$pass.txt" 2>&1
-    echo "rc=$?" >>"$out/x2-cute-cache-$pass.txt"
-  done
-  # the SM80-class path, forced on the H200 (issue 14's fallback): layouts the TMA path refuses, then timings
-  OUT=/tmp timeout -k 5 120 python3 kernels/check_cute.py --sm80 >"$out/x2-cute-sm80.txt" 2>&1
-  echo "rc=$?" >>"$out/x2-cute-sm80.txt"
+  SM80_S=120 cute_checks x2
   main_job_in_background
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -hE "^disk cache|^correctness|BAD|^ERR|rc=" "$out"/x2-cute-cache-*.txt | cut -c1-200
@@ -690,13 +696,7 @@ y2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): issue 14 on the GPU.
   export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
   bg_start kernels timeout -k 10 1000 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -k cutedsl -v -rs \
     --durations=0
-  for pass in 1 2; do
-    GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --quick \
-      >"$out/y2-cute-cache-$pass.txt" 2>&1
-    echo "rc=$?" >>"$out/y2-cute-cache-$pass.txt"
-  done
-  OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --sm80 >"$out/y2-cute-sm80.txt" 2>&1
-  echo "rc=$?" >>"$out/y2-cute-sm80.txt"
+  cute_checks y2
   bg_wait kernels "$((${CALL_S:-570} - SECONDS))"
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -hE "^disk cache|^correctness|BAD|^ERR|rc=" "$out"/y2-cute-cache-*.txt | cut -c1-200
@@ -730,13 +730,7 @@ z3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end; then is
   bg_wait main-job "$((${CALL_S:-570} - 60))"
   grep -v DEBUG /tmp/bg-use.log >"$out/use.txt" 2>/dev/null
   if [ -f /tmp/bg-main-job.done ]; then
-    for pass in 1 2; do
-      GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --quick \
-        >"$out/z3-cute-cache-$pass.txt" 2>&1
-      echo "rc=$?" >>"$out/z3-cute-cache-$pass.txt"
-    done
-    OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --sm80 >"$out/z3-cute-sm80.txt" 2>&1
-    echo "rc=$?" >>"$out/z3-cute-sm80.txt"
+    cute_checks z3
     bg_start kernels timeout -k 10 900 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -k cutedsl -v -rs \
       --durations=0
     left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
