@@ -25,8 +25,8 @@ from .errors import Unsupported
 if TYPE_CHECKING:
     import torch
 
-# The step names kernels take (as ops.STEPS names them); the pass emits "bias" for the first tensor add and
-# "residual" for the second: the kernel adds either the same way, through its own strides.
+# The step names kernels take (as ops.STEPS names them); a tensor add is "bias" when it adds a 1-D vector,
+# "residual" otherwise (see _next_step), each at most once.
 _UNARY = ("relu", "gelu", "silu", "sigmoid", "tanh")
 _planted: dict[str, Callable[..., Any]] = {}  # op name -> a test's wrong kernel
 # op name -> why the pass left GEMMs alone in the graphs it saw since the last `forget_refusals` (the
@@ -176,8 +176,9 @@ def _decomposed(produced: Any) -> tuple[str, Any] | None:
     return None
 
 
-def _next_step(node: Any, produced: Any, adds: int) -> tuple[str, Any] | None:
-    """What the single consumer `node` of `produced` adds to the chain: (step, argument), or None to stop."""
+def _next_step(node: Any, produced: Any, seen: list[str]) -> tuple[str, Any] | None:
+    """What the single consumer `node` of `produced` adds to the chain (whose steps so far are `seen`):
+    (step, argument), or None to stop."""
     import torch
 
     aten, prims = torch.ops.aten, torch.ops.prims
@@ -199,8 +200,15 @@ def _next_step(node: Any, produced: Any, adds: int) -> tuple[str, Any] | None:
         return "scale", float(others[0])
     if t is aten.add.Tensor and len(node.args) == 2 and len(others) == 1 and node.kwargs.get("alpha", 1) == 1:
         extra, out = _val(others[0]), _val(produced)
-        if adds < 2 and extra is not None and isinstance(extra, torch.Tensor) and _broadcasts(extra, out):
-            return ("bias" if adds == 0 else "residual"), others[0]
+        if extra is None or not isinstance(extra, torch.Tensor) or not _broadcasts(extra, out):
+            return None
+        # A tensor added is named by its shape, not by its place in the chain: a kernel may take only a per-column
+        # vector as its epilogue bias (the CuteDSL kernel does), so a whole-output residual named "bias" because
+        # nothing was added before it would be refused, and the chain cut there.
+        vector = extra.dim() == 1
+        for step in ("bias", "residual") if vector else ("residual", "bias"):
+            if step not in seen:
+                return step, others[0]
         return None
     if t is prims.convert_element_type.default and len(node.args) == 2:
         return "cast", node.args[1]
@@ -252,7 +260,7 @@ def swap_pass(op_name: str, backend: str, kernels: Callable[[], Any], uuid: str)
                         exit_node = found[1]
                     elif len(produced.users) == 1:
                         exit_node = next(iter(produced.users))
-                        step = _next_step(exit_node, produced, seen.count("bias") + seen.count("residual"))
+                        step = _next_step(exit_node, produced, seen)
                     else:
                         break
                     if step is None or (step[0] in seen and step[0] != "cast"):

@@ -76,6 +76,41 @@ def test_what_the_kernel_refuses_stays_inductors():
     assert any("cpp_pybinding" in ln for ln in others), others  # tanh runs in Inductor's own kernel
 
 
+def vector_bias_only() -> types.SimpleNamespace:
+    """A kernel module with the CuteDSL kernel's contract for its epilogue bias: a length-N vector, nothing else
+    (kernels/cute_gemm.py's takes); a residual may be any tensor that broadcasts to the output."""
+    module = stand_in()
+    takes_any = module.takes
+
+    def takes(a, b, *, bias=None, steps=(), epi_bias=None, residual=None, out_dtype=None):
+        if epi_bias is not None and (epi_bias.dim() != 1 or epi_bias.shape[0] != b.shape[-1]):
+            return f"epi_bias must be a length-{b.shape[-1]} vector (got {tuple(epi_bias.shape)})"
+        return takes_any(a, b, bias=bias, steps=steps, epi_bias=epi_bias, residual=residual, out_dtype=out_dtype)
+
+    module.takes = takes
+    return module
+
+
+@pytest.mark.parametrize("first", ["residual", "vector"])
+def test_a_tensor_added_is_named_by_its_shape_not_its_place(first):
+    """addmm + a whole-output residual, then silu (gemmguard's residual+silu+cast on addmm): the residual is the
+    chain's first tensor add, and a kernel that takes only a vector as its epilogue bias must still get it as
+    the residual, whole chain fused (the H200's cutedsl[kernels] left add+silu to Inductor when the pass named
+    it "bias"); a vector added after it is the bias."""
+
+    def fn(bias, a, b, r, v):
+        y = torch.addmm(bias, a, b)
+        y = y + r if first == "residual" else y + v
+        y = torch.nn.functional.silu(y)
+        return (y + v if first == "residual" else y + r).float()
+
+    args = _inputs((24,), (8, 16), (16, 24), (8, 24), (24,))
+    calls, others = compiled_calls(fn, args, vector_bias_only(), f"swap_named_{first}")
+    assert len(calls) == 1 and not others, (calls, others)
+    steps = [s for s in calls[0].split("'")[1].split("+") if s != "cast"]
+    assert steps == (["residual", "silu", "bias"] if first == "residual" else ["bias", "silu", "residual"]), steps
+
+
 @pytest.mark.parametrize("alpha", [1, 2])
 def test_a_scaled_addmm_is_left_alone(alpha):
     def fn(bias, a, b):
