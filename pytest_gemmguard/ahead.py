@@ -47,6 +47,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+CLOSE_GRACE_S = 2.0  # at the session's end, how long idle workers get to exit before all are killed
+PARENT_VAR = "GEMMGUARD_AHEAD_PARENT"  # the test process's pid: a worker outliving it exits (ahead_worker.py)
+
 
 def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = None) -> dict:
     """The session's environment (its cache directories), this sys.path, and a core share for Inductor's
@@ -238,15 +241,21 @@ class AheadPool:
                 self._lock.notify_all()
 
     def close(self) -> None:
+        """End of session: nothing a worker does now will be used. All are told at once; those still busy after
+        a short grace, shared by all, are killed with whatever they started (an nvcc build, Inductor's compile
+        pool). Waiting for each in turn kept the H200 main job 53 s past its summary."""
         self._shut()
-        for i, proc in enumerate(self._procs):
-            if proc is not None and proc.poll() is None:
-                try:
-                    proc.stdin.close()
-                    proc.wait(timeout=10)
-                except (OSError, subprocess.TimeoutExpired):
-                    proc.kill()
-            self._procs[i] = None
+        procs = [proc for proc in self._procs if proc is not None]
+        self._procs = [None] * self.workers
+        for proc in procs:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # an idle worker reads its end of input and exits
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.poll() is None:
+                _kill_with_children(proc)
 
     # ------------------------------------------------------------------ the dispatchers
     def _start(self) -> None:
@@ -316,13 +325,14 @@ class AheadPool:
             return proc
         if self._closing:
             return None
-        env = worker_env(self.workers)
+        env = {**worker_env(self.workers), PARENT_VAR: str(os.getpid())}
         log = subprocess.DEVNULL
         if self._log_dir:
             log = open(os.path.join(self._log_dir, f"ahead-worker-{slot}.log"), "a")
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_gemmguard.ahead_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, text=True, bufsize=1,
+            start_new_session=True,  # its own process group, so close() can kill it with what it started
         )  # fmt: skip
         if log is not subprocess.DEVNULL:
             log.close()
@@ -335,6 +345,15 @@ class AheadPool:
             return None
         self._procs[slot] = proc
         return proc
+
+
+def _kill_with_children(proc: subprocess.Popen) -> None:
+    # Each worker leads a process group of its own (_worker): the group is the worker and what it started.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        proc.kill()
+    proc.wait()
 
 
 def _death(proc: subprocess.Popen) -> str:

@@ -3,6 +3,7 @@ checks every case as before, so the verdicts cannot change, and a case that kill
 worker, never the test session. Real Inductor compiles through aten on the CPU, in pytest subprocesses."""
 
 import re
+import sys
 
 import pytest
 
@@ -287,6 +288,122 @@ def test_no_worker_compiles_while_a_benchmark_times():
         assert pool.vet("aten", case, "t")["status"] == "ok"  # released: the job runs
     finally:
         pool.close()
+
+
+SLEEPS_IN_WORKERS = """
+import sys
+import time
+
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class SleepInWorkers(CustomGraphPass):
+    def __call__(self, graph):
+        main = getattr(sys.modules["__main__"], "__spec__", None)
+        if main is not None and main.name == "pytest_gemmguard.ahead_worker":
+            time.sleep(600)  # planted: a compile nobody will wait for (an nvcc build of a case no test asks for)
+
+    def uuid(self):
+        return "gemmguard-test-sleep-in-workers"
+
+
+class Sleepy(AtenBackend):
+    name = "sleeps-in-workers"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": SleepInWorkers()}
+
+
+backends.register(Sleepy())
+"""
+
+
+def test_closing_does_not_wait_for_compiles_nobody_will_use(tmp_path):
+    """At the session's end every worker is told at once and killed, with what it started, after a short
+    grace shared by all: workers busy with compiles no test will ask for (the H200 main job ended its summary
+    53 s before its process) must not hold the session, one after the other."""
+    import os
+    import time
+
+    from pytest_gemmguard.cases import GemmCase
+
+    backend_file = tmp_path / "sleepy_backend.py"
+    backend_file.write_text(SLEEPS_IN_WORKERS)
+    pool = ahead.AheadPool(2)
+    cases = [GemmCase("mm", m, 8, 8) for m in (3, 5)]
+    try:
+        pool.submit("sleeps-in-workers", cases, "t", backend_file=str(backend_file))
+        deadline = time.monotonic() + 120
+        while pool._running < 2 and time.monotonic() < deadline:  # both workers are inside the planted sleep
+            time.sleep(0.2)
+        time.sleep(3.0)
+        assert pool._running == 2 and all(pool._jobs[("sleeps-in-workers", c, "")].state == "running" for c in cases)
+        procs = [p for p in pool._procs if p is not None]
+    finally:
+        started = time.monotonic()
+        pool.close()
+        took = time.monotonic() - started
+    assert took < 6.0, f"close() took {took:.1f} s"
+    assert len(procs) == 2 and all(p.poll() is not None for p in procs)
+    for p in procs:  # nothing the worker started lives on: its process group is gone
+        try:
+            os.killpg(p.pid, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        assert not alive, p.pid
+
+
+KILLED_SESSION = """
+import sys
+import time
+
+from pytest_gemmguard import ahead
+from pytest_gemmguard.cases import GemmCase
+
+pool = ahead.AheadPool(1)
+pool.submit("sleeps-in-workers", [GemmCase("mm", 3, 8, 8)], "t", backend_file=sys.argv[1])
+while pool._running < 1:
+    time.sleep(0.2)
+print(pool._procs[0].pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_a_test_process_killed_outright_takes_its_workers_with_it(tmp_path):
+    """No pool.close() runs when the test process is killed (a CI timeout's SIGKILL): its busy workers, each in
+    a process group of its own, must not go on compiling for nobody."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "sleepy_backend.py").write_text(SLEEPS_IN_WORKERS)
+    (tmp_path / "session.py").write_text(KILLED_SESSION)
+    session = subprocess.Popen([sys.executable, str(tmp_path / "session.py"), str(tmp_path / "sleepy_backend.py")],
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        worker = int(session.stdout.readline())
+        time.sleep(1.0)
+        os.kill(worker, 0)  # alive, inside the planted sleep
+    finally:
+        session.kill()
+        session.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        if open(f"/proc/{worker}/stat").read().split()[2] == "Z":  # dead, not yet reaped by init
+            return
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail(f"worker {worker} outlived its killed test process")
 
 
 def test_collecting_only_starts_no_worker(pytester):
