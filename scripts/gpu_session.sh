@@ -39,6 +39,8 @@
 #                                            tests, the disk cache, the SM80-class path)
 #   z1 (.gpu/a), z2 (.gpu/b .gpu/cutlass_api_src), z3, z4 (.gpu/cutlass_api_src)   the README main job alone
 #                                            on the machine; then issue 14's disk cache, SM80 path, kernel tests
+#   v1 (.gpu/a), v2 (.gpu/b .gpu/cutlass_api_src)   (2026-12-03, third session): the kernel tests' epilogue
+#                                            test through both kernels after the pass's fix
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -748,8 +750,23 @@ z4)  # call 4, at once (carry .gpu/cutlass_api_src): the kernel tests' end
   rm -f "$out/env.txt"
   grep -E "PASSED|FAILED|SKIPPED|rc=|still running" "$out/kernels.txt" | cut -c1-160
   ;;
+v1)  # 2026-12-03 third session, call 1 (carry .gpu/a): stage the first half
+  exec bash "$0" w1
+  ;;
+v2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): z4's one failure again after its fix (the pass named
+     # a whole-output residual added first "bias", which the CuteDSL kernel takes only as a vector), beside the
+     # same test through triton[kernels]
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  timeout -k 5 "${V2_S:-400}" python3 -m pytest "${plugins[@]}" tests/test_kernels.py -k epilogue_runs_inside -v \
+    -rs --durations=0 >"$out/v2-kernels.txt" 2>&1
+  echo "rc=$?" >>"$out/v2-kernels.txt"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|rc=|^E " "$out/v2-kernels.txt" | cut -c1-200 | head -20
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3 or z1-z4" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4 or v1-v2" >&2; exit 2 ;;
 esac
