@@ -41,6 +41,9 @@
 #                                            on the machine; then issue 14's disk cache, SM80 path, kernel tests
 #   v1 (.gpu/a), v2 (.gpu/b .gpu/cutlass_api_src)   (2026-12-03, third session): the kernel tests' epilogue
 #                                            test through both kernels after the pass's fix
+#   g1 (.gpu/a), g2 (.gpu/b .gpu/cutlass_api_src), g3 (.gpu/cutlass_api_src)   prepared for the next session:
+#                                            cpp's first example profiled; cutedsl's rate on its kernels' part of
+#                                            the space; the README main job timed as a process
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -765,8 +768,34 @@ v2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): z4's one failure aga
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "PASSED|FAILED|SKIPPED|rc=|^E " "$out/v2-kernels.txt" | cut -c1-200 | head -20
   ;;
+g1)  # next session, call 1 (carry .gpu/a): stage the first half; where cpp's first example's 45-79 s go (y1)
+  exec bash "$0" y1
+  ;;
+g2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): issue 11's cutedsl rate where its routes have kernels
+     # (scripts/speed_cutedsl_tests.py, seeded, alone on the machine); then the README main job in the background,
+     # timed as a process too (g3 waits for its end: was ending the pool the 53 s past pytest's clock?)
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  timeout -k 5 "${SPEED_S:-240}" python3 -m pytest "${plugins[@]}" scripts/speed_cutedsl_tests.py \
+    --gemm-backends=cutedsl --gemm-seed=11 -v >"$out/g2-cutedsl-speed.txt" 2>&1
+  echo "rc=$?" >>"$out/g2-cutedsl-speed.txt"
+  main_job_in_background
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  sed -n '/gemmguard results/,/drawing, checking/p' "$out/g2-cutedsl-speed.txt" | cut -c1-160
+  grep -E "passed|failed|rc=" "$out/g2-cutedsl-speed.txt" | tail -2
+  grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -8
+  ;;
+g3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end
+  [ -f /tmp/bg-main-job.log ] || { echo "$phase: no main job here (the machine went back)"; exit 3; }
+  bg_wait main-job "$((${CALL_S:-570} - 10))"
+  grep -v DEBUG /tmp/bg-use.log >"$out/use.txt" 2>/dev/null
+  rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -28
+  sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4 or v1-v2" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2 or g1-g3" >&2; exit 2 ;;
 esac
