@@ -61,9 +61,10 @@ def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = N
 
 
 def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None) -> int:
-    """Workers for `--gemm-compile-workers=auto` (GPU backends): half the cores, less one for the test
-    process, shared among pytest-xdist workers; at most 8 (more processes autotune on one GPU at once than
-    pays); none on a machine of fewer than 4 cores, where the test process alone keeps them busy."""
+    """Workers for `--gemm-compile-workers=auto`: half the cores, less one for the test process, shared among
+    pytest-xdist workers; at most 8 (more processes autotune on one GPU at once than pays); none on a machine
+    of fewer than 4 cores, where the test process alone keeps them busy (one worker on 2 cores gained nothing
+    measurable for the CPU example suite: BENCHMARKS.md)."""
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
     share = max(1, xdist_workers or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
     if cores < 4:

@@ -43,17 +43,17 @@ class GemmSession:
 
     def pool_for(self, backend: str) -> Any:
         """The compile-ahead pool for `backend`'s correctness checks, or None where it does not apply: a
-        replay (one example), a backend that freezes weights (its compiles are keyed by content, in
-        process), or no workers (the default for CPU backends: the test process already keeps a small
-        machine busy)."""
+        replay (one example), or no workers (`auto` on a machine of fewer than 4 cores: the test process
+        already keeps it busy). A backend that freezes weights (cpp) compiles again in the test process
+        (Inductor's FX graph cache is off for it), but finds the kernels the worker built in the session's
+        code cache, and a case the worker found unsupported for good is not compiled again at all."""
         from . import ahead
 
-        spec = backends.get(backend)
-        if self.options.replay or spec.freezes_weights:
+        if self.options.replay:
             return None
         workers = self.options.compile_workers
         if workers is None:
-            workers = ahead.auto_workers() if spec.device().startswith("cuda") else 0
+            workers = ahead.auto_workers()
         if workers < 1:
             return None
         if self.pool is None:

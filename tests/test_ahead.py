@@ -131,9 +131,14 @@ def _examples(result) -> list[tuple[str, str]]:
     return [(m.group(2), m.group(3)) for m in map(EXAMPLE.search, result.outlines) if m]
 
 
-def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester):
-    pytester.makepyfile(PASSING)
-    args = ("--gemm-backends=aten", "--gemm-seed=5", "-v", "-p", "no:cacheprovider")
+@pytest.mark.parametrize("backend", ["aten", "cpp"])
+def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester, backend):
+    """cpp freezes its weights and compiles again in the test process (no FX graph cache), yet compiles less
+    there: the worker built its C++ kernels into the session's code cache, and settled its unsupported cases.
+    (cpp leaves out the offset layout: torch 2.13's CPP template is wrong on an offset weight, a known failure.)"""
+    no_offset = 'dtypes=["float32"], layouts=["contiguous", "transposed_a", "transposed_b"]'
+    pytester.makepyfile(PASSING if backend == "aten" else PASSING.replace('dtypes=["float32"]', no_offset))
+    args = (f"--gemm-backends={backend}", "--gemm-seed=5", "-v", "-p", "no:cacheprovider")
     alone = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=0")
     pooled = pytester.runpytest_subprocess(*args, "--gemm-compile-workers=1")
     alone.assert_outcomes(passed=2)
@@ -145,10 +150,10 @@ def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester):
     assert len(ahead_lines) == verified > 0, pooled.stdout.str()  # every verified case was compiled ahead
     assert "compiled ahead" not in alone.stdout.str()
     assert "not drawn ahead" not in pooled.stdout.str()  # the draw beforehand was the run's own draw
-    assert f"aten: {verified} examples compiled ahead by worker processes" in pooled.stdout.str()
+    assert f"{backend}: {verified} examples compiled ahead by worker processes" in pooled.stdout.str()
     # Where the time went: the pooled run waits for its worker and compiles little itself (a cache hit of the
     # worker's compile); the serial one compiles everything in the test process and waits for nobody.
-    (_, wait_p, compile_p, _), (_, wait_a, compile_a, _) = times = _times(pooled), _times(alone)
+    (_, wait_p, compile_p, _), (_, wait_a, compile_a, _) = times = _times(pooled, backend), _times(alone, backend)
     assert wait_p > 0 and wait_a == 0 and compile_p < compile_a, times
     for total, wait, compile_s, rest in times:
         assert abs(total - (wait + compile_s + rest)) <= 0.2 and compile_s > 0
