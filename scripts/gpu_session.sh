@@ -686,12 +686,13 @@ y1)  # 2026-12-03 session 2, call 1 (carry .gpu/a): stage the first half; where 
   bash "$0" w1
   export PYTHONPATH=$PWD
   timeout -k 5 200 python3 -m cProfile -o /tmp/cpp.prof -m pytest "${plugins[@]}" examples/test_example_gemms.py \
-    -k "test_any_gemm and cpp" --gemm-backends=cpp --gemm-max-examples=2 -v >"$out/y1-cpp-first.txt" 2>&1
+    -k "test_any_gemm and cpp" --gemm-backends=cpp --gemm-max-examples=2 --gemm-compile-workers=0 -v \
+    >"$out/y1-cpp-first.txt" 2>&1
   echo "rc=$?" >>"$out/y1-cpp-first.txt"
-  python3 -c "import pstats; pstats.Stats('/tmp/cpp.prof').sort_stats('cumulative').print_stats(45)" \
-    >"$out/y1-cpp-profile.txt" 2>&1
+  python3 -c "import pstats; s = pstats.Stats('/tmp/cpp.prof'); s.sort_stats('cumulative').print_stats(90); \
+s.sort_stats('tottime').print_stats(20)" >"$out/y1-cpp-profile.txt" 2>&1
   grep -E "gemmguard \[cpp\]|rc=" "$out/y1-cpp-first.txt" | cut -c1-150
-  grep -E "^ +[0-9]" "$out/y1-cpp-profile.txt" | cut -c1-160 | head -45
+  grep -E "^ +[0-9]" "$out/y1-cpp-profile.txt" | grep -vE "pluggy|_pytest|hypothesis|_dynamo" | cut -c1-160 | head -45
   ;;
 y2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): issue 14 on the GPU. tests/test_kernels.py through
      # cutedsl[kernels] in the background; beside it kernels/cute_gemm.py's disk cache (check_cute --quick twice
