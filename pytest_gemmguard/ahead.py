@@ -4,8 +4,8 @@ A GPU correctness check is almost all compile (Inductor's max-autotune: codegen,
 candidate config, benchmarking them), and a compile keeps one CPU core busy while the GPU sits idle. So the
 test process hands the cases it is about to check to a pool of worker processes. Each worker compiles and
 runs its case once through the same backend, into the session's own Inductor and Triton cache directories.
-When the test process reaches the case, its own compile is a cache hit (FX graph cache, or at least the
-autotuning cache and the Triton kernel cache), and it then does everything a check does, as before:
+When the test process reaches the case, its own compile finds the work done (the FX graph cache; for cpp,
+which freezes weights with that cache off, the built C++ kernels), and it then checks the case as before:
 compile, provenance, the float64 oracle. The verdict on the winner is always the test process's own, so
 nothing a worker does can turn a failure into a pass.
 
@@ -13,10 +13,10 @@ What a worker learns is used in three ways:
 - A case whose compile or run killed the worker (a segfault, an abort) or poisoned its CUDA context (an
   illegal memory access, a device-side assert) is never run in the test process: it fails with that
   reason, and the rest of the suite goes on (`CaseKilledProcess`).
-- A worker that raised anything else tells nothing for sure: the test process compiles that case itself,
-  so the verdict (unsupported, crashed) comes from the usual path.
-- The autotune candidates its compile judged (candidates.py): the test process's compile is a cache hit and
-  autotunes nothing, so a wrong losing candidate is known only from the worker, and fails the case there.
+- An unsupported that every compile of the case would find (errors.Unsupported.settled) stands as is;
+  anything else a worker raised tells nothing for sure, and the test process compiles that case itself.
+- The autotune candidates its compile judged (candidates.py): the test process autotunes nothing on a
+  cache hit, so a wrong losing candidate is known only from the worker, and fails the case there.
 
 A test's own function (`gemm.check(fn)`) is not known until its first example runs; from then on its queued
 cases carry it (travel.py: a lambda's code and the values it reads), so a worker compiles what the test checks.
@@ -60,14 +60,14 @@ def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = N
     return env
 
 
-def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None) -> int:
+def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None, cpu_backend: bool = False) -> int:
     """Workers for `--gemm-compile-workers=auto`: half the cores, less one for the test process, shared among
-    pytest-xdist workers; at most 8 (more processes autotune on one GPU at once than pays); none on a machine
-    of fewer than 4 cores, where the test process alone keeps them busy (one worker on 2 cores gained nothing
-    measurable for the CPU example suite: BENCHMARKS.md)."""
+    pytest-xdist workers; at most 8 (more processes autotune on one GPU at once than pays); none below 4 cores,
+    where the test process keeps them busy, and for a CPU backend none below 8 (its kernels' own threads share
+    the cores; one worker on 2 cores made the cpp run no faster: BENCHMARKS.md)."""
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
     share = max(1, xdist_workers or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
-    if cores < 4:
+    if cores < (8 if cpu_backend else 4):
         return 0
     return max(0, min(8, cores // (2 * share) - 1))
 
@@ -244,19 +244,21 @@ class AheadPool:
     def close(self) -> None:
         """End of session: nothing a worker does now will be used. All are told at once; those still busy after
         a short grace, shared by all, are killed with whatever they started (an nvcc build, Inductor's compile
-        pool). Waiting for each in turn kept the H200 main job 53 s past its summary."""
+        pool). Up to 10 s for each in turn, as before, could hold a session's end over a minute."""
         self._shut()
         procs = [proc for proc in self._procs if proc is not None]
         self._procs = [None] * self.workers
         for proc in procs:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError):
                 proc.stdin.close()  # an idle worker reads its end of input and exits
         deadline = time.monotonic() + CLOSE_GRACE_S
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            if proc.poll() is None:
-                _kill_with_children(proc)
+        for proc in procs:  # the busy ones, and what any of them left behind, all at once
+            _kill_group(proc)
+        for proc in procs:
+            _reap(proc)
 
     # ------------------------------------------------------------------ the dispatchers
     def _start(self) -> None:
@@ -288,6 +290,7 @@ class AheadPool:
             self._queue.clear()
 
     def _serve(self, slot: int) -> None:
+        # Workers this thread starts die with it (ahead_worker.die_with_parent): it returns only on closing.
         while True:
             proc = self._worker(slot)
             if proc is None:
@@ -298,27 +301,36 @@ class AheadPool:
             if job is None:
                 return
             started = time.perf_counter()
+            result: dict = {"status": "error", "detail": "the compile-ahead pool lost this job"}
             try:
-                proc.stdin.write(job.line + "\n")
-                proc.stdin.flush()
-                reply = proc.stdout.readline()
-            except OSError:
-                reply = ""
-            if reply:
-                result = json.loads(reply)
-            else:  # the worker died on this job
-                result = {"status": "fatal", "detail": _death(proc)}
-                self._procs[slot] = None
-            if result.get("status") == "fatal":
-                self._procs[slot] = None  # a poisoned CUDA context: that worker exits; start a new one
-            result["ahead_s"] = round(time.perf_counter() - started, 3)
-            self.stats[result.get("status", "?")] += 1
-            job.result = result
-            job.state = "done"
-            job.done.set()
-            with self._lock:
-                self._running -= 1
-                self._lock.notify_all()
+                result = self._run(slot, proc, job)
+            finally:  # whatever went wrong here, whoever waits for the job is released
+                result["ahead_s"] = round(time.perf_counter() - started, 3)
+                self.stats[result.get("status", "?")] += 1
+                job.result = result
+                job.state = "done"
+                job.done.set()
+                with self._lock:
+                    self._running -= 1
+                    self._lock.notify_all()
+
+    def _run(self, slot: int, proc: subprocess.Popen, job: Job) -> dict:
+        try:
+            proc.stdin.write(job.line + "\n")
+            proc.stdin.flush()
+            reply = proc.stdout.readline()
+        except (OSError, ValueError):  # ValueError: close() closed the pipe meanwhile
+            reply = ""
+        if not reply:  # the worker died on this job (or the pool is closing)
+            self._procs[slot] = None
+            return {"status": "fatal", "detail": _death(proc)}
+        try:
+            result = json.loads(reply)
+        except ValueError:
+            return {"status": "error", "detail": f"an unreadable reply from its worker: {reply[:200]!r}"}
+        if result.get("status") == "fatal":
+            self._procs[slot] = None  # a poisoned CUDA context: that worker exits; start a new one
+        return result
 
     def _worker(self, slot: int) -> subprocess.Popen | None:
         proc = self._procs[slot]
@@ -327,34 +339,50 @@ class AheadPool:
         if self._closing:
             return None
         env = {**worker_env(self.workers), PARENT_VAR: str(os.getpid())}
-        log = subprocess.DEVNULL
-        if self._log_dir:
-            log = open(os.path.join(self._log_dir, f"ahead-worker-{slot}.log"), "a")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_gemmguard.ahead_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, text=True, bufsize=1,
-            start_new_session=True,  # its own process group, so close() can kill it with what it started
-        )  # fmt: skip
-        if log is not subprocess.DEVNULL:
-            log.close()
-        # Until the worker has imported torch it can do nothing: the test process compiles meanwhile.
-        if proc.stdout.readline().strip() != '{"ready": true}':
-            self.stats["failed_starts"] += 1
-            if self.stats["failed_starts"] >= 3:
-                self._progress("compile-ahead: workers fail to start; compiling in the test process only")
-                self._shut()
-            return None
-        self._procs[slot] = proc
-        return proc
+        try:
+            log = open(os.path.join(self._log_dir, f"ahead-worker-{slot}.log"), "a") if self._log_dir else None
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "pytest_gemmguard.ahead_worker"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL, env=env,
+                    text=True, bufsize=1,
+                    start_new_session=True,  # its own process group: close() kills it with what it started
+                )  # fmt: skip
+            finally:
+                if log is not None:
+                    log.close()
+        except OSError:
+            proc = None
+        if proc is not None:
+            self._procs[slot] = proc  # close() now sees it, even while it starts
+            # Until the worker has imported torch it can do nothing: the test process compiles meanwhile.
+            if proc.stdout.readline().strip() == '{"ready": true}' and not self._closing:
+                return proc
+            self._procs[slot] = None
+            _kill_group(proc)
+            _reap(proc)
+            if self._closing:
+                return None
+        self.stats["failed_starts"] += 1
+        if self.stats["failed_starts"] >= 3:
+            self._progress("compile-ahead: workers fail to start; compiling in the test process only")
+            self._shut()
+        return None
 
 
-def _kill_with_children(proc: subprocess.Popen) -> None:
-    # Each worker leads a process group of its own (_worker): the group is the worker and what it started.
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a worker's process group: the worker (its leader) and whatever it started, nvcc and Inductor's
+    compile pool included, also where the worker itself already exited."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, AttributeError):
-        proc.kill()
-    proc.wait()
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)  # one stuck in the driver may outlive SIGKILL a while: the session does not wait
 
 
 def _death(proc: subprocess.Popen) -> str:

@@ -25,8 +25,8 @@ from .errors import Unsupported
 if TYPE_CHECKING:
     import torch
 
-# The step names kernels take (as ops.STEPS names them); a tensor add is "bias" when it adds a 1-D vector,
-# "residual" otherwise (see _next_step), each at most once.
+# The step names kernels take (as ops.STEPS names them); a tensor add is "bias" when it adds a length-N
+# vector, "residual" otherwise (see _next_step), each at most once.
 _UNARY = ("relu", "gelu", "silu", "sigmoid", "tanh")
 _planted: dict[str, Callable[..., Any]] = {}  # op name -> a test's wrong kernel
 # op name -> why the pass left GEMMs alone in the graphs it saw since the last `forget_refusals` (the
@@ -205,7 +205,7 @@ def _next_step(node: Any, produced: Any, seen: list[str]) -> tuple[str, Any] | N
         # A tensor added is named by its shape, not by its place in the chain: a kernel may take only a per-column
         # vector as its epilogue bias (the CuteDSL kernel does), so a whole-output residual named "bias" because
         # nothing was added before it would be refused, and the chain cut there.
-        vector = extra.dim() == 1
+        vector = extra.dim() == 1 and extra.shape[0] == out.shape[-1]
         for step in ("bias", "residual") if vector else ("residual", "bias"):
             if step not in seen:
                 return step, others[0]

@@ -22,7 +22,7 @@ class Options:
     shrink_s: float | None = 60.0  # Hypothesis's shrinking of one failing test, at most (None: its own limit)
     progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires them)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
-    compile_workers: int | None = None  # compile-ahead processes; None: ahead.auto_workers() for GPU backends
+    compile_workers: int | None = None  # compile-ahead processes; None: ahead.auto_workers()
     # The run's backends: a failure's inputs go through the others that can run here (differential.py).
     differential: tuple[str, ...] = ()
 
@@ -43,17 +43,17 @@ class GemmSession:
 
     def pool_for(self, backend: str) -> Any:
         """The compile-ahead pool for `backend`'s correctness checks, or None where it does not apply: a
-        replay (one example), or no workers (`auto` on a machine of fewer than 4 cores: the test process
-        already keeps it busy). A backend that freezes weights (cpp) compiles again in the test process
-        (Inductor's FX graph cache is off for it), but finds the kernels the worker built in the session's
-        code cache, and a case the worker found unsupported for good is not compiled again at all."""
+        replay (one example), or no workers (`auto` on a small machine: ahead.auto_workers). A backend that
+        freezes weights (cpp) compiles again in the test process (its FX graph cache is off) but finds the
+        kernels the worker built in the session's code cache, and a case the worker found unsupported for
+        good is not compiled again at all."""
         from . import ahead
 
         if self.options.replay:
             return None
         workers = self.options.compile_workers
         if workers is None:
-            workers = ahead.auto_workers()
+            workers = ahead.auto_workers(cpu_backend=not backends.get(backend).device().startswith("cuda"))
         if workers < 1:
             return None
         if self.pool is None:

@@ -91,24 +91,24 @@ def vector_bias_only() -> types.SimpleNamespace:
     return module
 
 
-@pytest.mark.parametrize("first", ["residual", "vector"])
+@pytest.mark.parametrize("first", ["residual", "column", "vector"])
 def test_a_tensor_added_is_named_by_its_shape_not_its_place(first):
     """addmm + a whole-output residual, then silu (gemmguard's residual+silu+cast on addmm): the residual is the
     chain's first tensor add, and a kernel that takes only a vector as its epilogue bias must still get it as
     the residual, whole chain fused (the H200's cutedsl[kernels] left add+silu to Inductor when the pass named
-    it "bias"); a vector added after it is the bias."""
+    it "bias"); a vector added after it is the bias. A column (M, 1) broadcasts as a residual does."""
 
     def fn(bias, a, b, r, v):
         y = torch.addmm(bias, a, b)
-        y = y + r if first == "residual" else y + v
+        y = y + v if first == "vector" else y + r
         y = torch.nn.functional.silu(y)
-        return (y + v if first == "residual" else y + r).float()
+        return (y + r if first == "vector" else y + v).float()
 
-    args = _inputs((24,), (8, 16), (16, 24), (8, 24), (24,))
+    args = _inputs((24,), (8, 16), (16, 24), (8, 1) if first == "column" else (8, 24), (24,))
     calls, others = compiled_calls(fn, args, vector_bias_only(), f"swap_named_{first}")
     assert len(calls) == 1 and not others, (calls, others)
     steps = [s for s in calls[0].split("'")[1].split("+") if s != "cast"]
-    assert steps == (["residual", "silu", "bias"] if first == "residual" else ["bias", "silu", "residual"]), steps
+    assert steps == (["bias", "silu", "residual"] if first == "vector" else ["residual", "silu", "bias"]), steps
 
 
 @pytest.mark.parametrize("alpha", [1, 2])
