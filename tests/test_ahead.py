@@ -69,36 +69,43 @@ class ClaimsNothing(AtenBackend):
 backends.register(ClaimsNothing())
 """
 
-# A backend whose compile raises in a compile-ahead worker only: the test process compiles the case itself.
-RAISES_IN_WORKERS = """
-import sys
 
-import torch
+def in_workers_only(name: str, planted: str) -> str:
+    """The source of a backend `name` (aten) whose post-grad pass runs the statement `planted` only inside a
+    compile-ahead worker, never in the test process."""
+    return f"""
+import sys
+import time
+
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from pytest_gemmguard import backends
 from pytest_gemmguard.backends.aten import AtenBackend
 
 
-class RaiseInWorkers(CustomGraphPass):
+class InWorkersOnly(CustomGraphPass):
     def __call__(self, graph):
         main = getattr(sys.modules["__main__"], "__spec__", None)
         if main is not None and main.name == "pytest_gemmguard.ahead_worker":
-            raise RuntimeError("planted: only a worker's compile fails")
+            {planted}
 
     def uuid(self):
-        return "gemmguard-test-raise-in-workers"
+        return "gemmguard-test-{name}"
 
 
-class Flaky(AtenBackend):
-    name = "worker-raises"
+class Planted(AtenBackend):
+    name = "{name}"
 
     def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": RaiseInWorkers()}
+        return {{**super().inductor_options(), "post_grad_custom_post_pass": InWorkersOnly()}}
 
 
-backends.register(Flaky())
+backends.register(Planted())
 """
+
+
+# A backend whose compile raises in a compile-ahead worker only: the test process compiles the case itself.
+RAISES_IN_WORKERS = in_workers_only("worker-raises", 'raise RuntimeError("planted: only a worker\'s compile fails")')
 
 TWO_TESTS = """
 from pytest_gemmguard import gemm_case
@@ -297,35 +304,8 @@ def test_no_worker_compiles_while_a_benchmark_times():
         pool.close()
 
 
-SLEEPS_IN_WORKERS = """
-import sys
-import time
-
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class SleepInWorkers(CustomGraphPass):
-    def __call__(self, graph):
-        main = getattr(sys.modules["__main__"], "__spec__", None)
-        if main is not None and main.name == "pytest_gemmguard.ahead_worker":
-            time.sleep(600)  # planted: a compile nobody will wait for (an nvcc build of a case no test asks for)
-
-    def uuid(self):
-        return "gemmguard-test-sleep-in-workers"
-
-
-class Sleepy(AtenBackend):
-    name = "sleeps-in-workers"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": SleepInWorkers()}
-
-
-backends.register(Sleepy())
-"""
+# A compile nobody will wait for (an nvcc build of a case no test asks for): a worker busy at the session's end.
+SLEEPS_IN_WORKERS = in_workers_only("sleeps-in-workers", "time.sleep(600)")
 
 
 def test_closing_does_not_wait_for_compiles_nobody_will_use(tmp_path):
