@@ -485,7 +485,7 @@ NVGEMM_VERSIONS = {"torch": "2.11.0+cu130", "nvidia-cutlass-dsl": "4.8.1"}
 
 
 def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
-    # The four refusals seen on the H200 (docs/findings.md): K not a multiple of 8, A row-major, 16-bit.
+    # The refusals seen on the H200 (docs/findings.md). Four: K not a multiple of 8, A row-major, 16-bit.
     one = case(op="mm", m=1, n=1, k=1, dtype="bfloat16", layout="contiguous")
     seen = [
         one,
@@ -502,8 +502,20 @@ def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
     assert entry is not None and entry.id == "torch-nvgemm-1x1-output-raises"
     for wider in (replace(output, m=2), replace(output, n=2), replace(output, op="bmm", batch=2)):
         assert kn.match(shipped, "cutedsl", wider, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, wider
+    # 2026-12-03 16:3x: A 1x1 with an M-major layout, A named: a 1x1 operand is refused whatever its layout
+    m_major = case(op="mm", m=1, n=83, k=1, dtype="bfloat16", layout="transposed_ab", epilogue="bias")
+    for c in (m_major, replace(m_major, layout="offset", dtype="float16"), replace(m_major, layout="transposed_a")):
+        entry = kn.match(shipped, "cutedsl", c, NVGEMM_VERSIONS, "raises", route="nvgemm")
+        assert entry is not None and entry.id == "torch-nvgemm-1x1-a-raises", c
+    b_one = case(op="mm", m=16, n=1, k=1, dtype="bfloat16", layout="transposed_a")  # B 1x1, as at 16x1x1
+    entry = kn.match(shipped, "cutedsl", b_one, NVGEMM_VERSIONS, "raises", route="nvgemm")
+    assert entry is not None and entry.id == "torch-nvgemm-1x1-b-raises"
+    for wider in (replace(m_major, m=2), replace(m_major, k=2), replace(b_one, n=2), replace(m_major, dtype="float32"),
+                  replace(m_major, op="bmm", batch=2)):  # fmt: skip
+        assert kn.match(shipped, "cutedsl", wider, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, wider
     aligned = case(op="mm", m=13, n=13, k=8, dtype="bfloat16", layout="contiguous")
-    tall = replace(one, m=16)  # seen refused too, and not a 1x1 output: what the K entry alone must meet
+    # K = 1 as at 16x1x1 (seen refused), but no operand 1x1: what the K entry alone must meet
+    tall = replace(one, m=16, n=16)
     misses = [
         ("cutedsl", one, NVGEMM_VERSIONS, "raises", "quack"),  # another route's failure is another bug
         ("cutedsl", one, NVGEMM_VERSIONS, "wrong-result", "nvgemm"),
