@@ -51,10 +51,10 @@ CLOSE_GRACE_S = 2.0  # at the session's end, how long idle workers get to exit b
 PARENT_VAR = "GEMMGUARD_AHEAD_PARENT"  # the test process's pid: a worker outliving it exits (ahead_worker.py)
 
 
-def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = None) -> dict:
-    """The session's environment (its cache directories), this sys.path, and a core share for Inductor's
-    compile pool, sized to the machine otherwise (8 processes on 16 cores: up to 128 subprocesses)."""
-    env = {**(os.environ if base is None else base), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = None, path: list | None = None) -> dict:
+    """The session's environment (its cache directories), `path` (else this sys.path) as PYTHONPATH, and a
+    core share for Inductor's compile pool, sized to the machine otherwise (8 processes on 16 cores: up to 128)."""
+    env = {**(os.environ if base is None else base), "PYTHONPATH": os.pathsep.join(p for p in path or sys.path if p)}
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, cores // (workers + 1))))
     return env
@@ -102,6 +102,8 @@ class AheadPool:
         self.workers = workers
         self._progress = progress or (lambda line: None)
         self._log_dir = log_dir
+        # Every worker's import path, also after a crash: before Inductor adds to it (CUTLASS's stand-in `cuda`)
+        self._path = list(sys.path)
         self._lock = threading.Condition()
         self._queue: collections.deque[Job] = collections.deque()
         self._jobs: dict[tuple, Job] = {}
@@ -194,10 +196,8 @@ class AheadPool:
         caller compiles it itself. The test process runs no case a worker has not run first, so a case that
         kills its process kills a worker, not the test session."""
         with self._lock:
-            usable = not self._closing
-        if not usable:
-            return None
-        with self._lock:
+            if self._closing:
+                return None
             fn = self._functions.get((tag, backend))
             key = (backend, case, fn["digest"] if fn else "")
             queued = key in self._jobs  # drawn ahead (or asked for before); False: a worker starts on it now
@@ -338,7 +338,7 @@ class AheadPool:
             return proc
         if self._closing:
             return None
-        env = {**worker_env(self.workers), PARENT_VAR: str(os.getpid())}
+        env = {**worker_env(self.workers, path=self._path), PARENT_VAR: str(os.getpid())}
         try:
             log = open(os.path.join(self._log_dir, f"ahead-worker-{slot}.log"), "a") if self._log_dir else None
             try:

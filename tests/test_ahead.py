@@ -403,6 +403,43 @@ def test_a_test_process_killed_outright_takes_its_workers_with_it(tmp_path):
         pytest.fail(f"worker {worker} outlived its killed test process")
 
 
+# A backend that, inside a worker, dies on M = 7 (the pool starts a new worker) and otherwise fails saying whether
+# the module `planted_late` can be imported there.
+DIES_OR_LOOKS = in_workers_only(
+    "dies-or-looks",
+    'import importlib.util, os; os._exit(1) if graph.find_nodes(op="placeholder")[0].meta["val"].shape[0] == 7 '
+    'else None; seen = importlib.util.find_spec("planted_late") is not None; '
+    'raise RuntimeError(f"planted_late importable: {seen}")',
+)
+
+
+def test_a_worker_started_late_imports_what_the_first_ones_did(tmp_path):
+    """Inductor adds to the test process's sys.path while it runs (its CUTLASS backend appends a directory of
+    stand-in modules, among them a `cuda` package without `cuda.bindings`). A worker started again after a
+    case killed the last one must not inherit that: on the H200 such a worker could no longer import CuteDSL,
+    and every cutedsl case it took was compiled again in the test process."""
+    from pytest_gemmguard.cases import GemmCase
+
+    (tmp_path / "looks_backend.py").write_text(DIES_OR_LOOKS)
+    late = tmp_path / "late"
+    late.mkdir()
+    (late / "planted_late.py").write_text("")
+    pool = ahead.AheadPool(1)
+    job = {"backend_file": str(tmp_path / "looks_backend.py")}
+    try:
+        first = pool.vet("dies-or-looks", GemmCase("mm", 3, 8, 8), "t", **job)
+        assert first is not None and "planted_late importable: False" in first["detail"], first
+        sys.path.append(str(late))  # what Inductor's CUTLASS backend does to the test process
+        died = pool.vet("dies-or-looks", GemmCase("mm", 7, 8, 8), "t", **job)
+        assert died is not None and died["status"] == "fatal", died
+        again = pool.vet("dies-or-looks", GemmCase("mm", 5, 8, 8), "t", **job)  # a new worker takes it
+        assert again is not None and "planted_late importable: False" in again["detail"], again
+    finally:
+        if str(late) in sys.path:
+            sys.path.remove(str(late))
+        pool.close()
+
+
 def test_collecting_only_starts_no_worker(pytester):
     pytester.makepyfile(PASSING)
     result = pytester.runpytest_subprocess("--co", "--gemm-backends=aten", "--gemm-compile-workers=1", "-v")
