@@ -41,9 +41,11 @@
 #                                            on the machine; then issue 14's disk cache, SM80 path, kernel tests
 #   v1 (.gpu/a), v2 (.gpu/b .gpu/cutlass_api_src)   (2026-12-03, third session): the kernel tests' epilogue
 #                                            test through both kernels after the pass's fix
-#   g1 (.gpu/a), g2 (.gpu/b .gpu/cutlass_api_src), g3 (.gpu/cutlass_api_src)   prepared for the next session:
-#                                            cpp's first example profiled; cutedsl's rate on its kernels' part of
-#                                            the space; the README main job timed as a process
+#   g1 (.gpu/a), g2 (.gpu/b .gpu/cutlass_api_src), g3 (.gpu/cutlass_api_src)   (2026-12-03 16:3x): cpp's first
+#                                            example profiled; cutedsl's rate on its kernels' part of the space;
+#                                            the README main job timed as a process
+#   h1 (.gpu/a), h2 (.gpu/b .gpu/cutlass_api_src), h3 (.gpu/cutlass_api_src)   cutedsl's first example profiled
+#                                            in the test process; the README main job after the worker-path fix
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -795,8 +797,31 @@ g3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end
   grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -28
   sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -30
   ;;
+h1)  # 2026-12-03 fourth session, call 1 (carry .gpu/a): stage the first half
+  exec bash "$0" w1
+  ;;
+h2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): where cutedsl's first example's 81 s go (g2), profiled
+     # in the test process with no workers; then the README main job in the background (h3 waits for its end)
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  timeout -k 5 "${PROFILE_S:-200}" python3 -m cProfile -o /tmp/cute.prof -m pytest "${plugins[@]}" \
+    scripts/speed_cutedsl_tests.py -k 2d --gemm-backends=cutedsl --gemm-seed=11 --gemm-max-examples=3 \
+    --gemm-compile-workers=0 -v >"$out/h2-cutedsl-first.txt" 2>&1
+  echo "rc=$?" >>"$out/h2-cutedsl-first.txt"
+  python3 -c "import pstats; s = pstats.Stats('/tmp/cute.prof'); s.sort_stats('cumulative').print_stats(120); \
+s.sort_stats('tottime').print_stats(30)" >"$out/h2-cutedsl-profile.txt" 2>&1
+  main_job_in_background
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "gemmguard \[cutedsl\]|in examples|rc=" "$out/h2-cutedsl-first.txt" | cut -c1-160
+  grep -E "^ +[0-9]" "$out/h2-cutedsl-profile.txt" | grep -vE "pluggy|_pytest|hypothesis|_dynamo" | cut -c1-150 | head -40
+  grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -6
+  ;;
+h3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end
+  exec bash "$0" g3
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2 or g1-g3" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3 or h1-h3" >&2; exit 2 ;;
 esac
