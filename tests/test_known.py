@@ -502,16 +502,23 @@ def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
     assert entry is not None and entry.id == "torch-nvgemm-1x1-output-raises"
     for wider in (replace(output, m=2), replace(output, n=2), replace(output, op="bmm", batch=2)):
         assert kn.match(shipped, "cutedsl", wider, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, wider
-    # 2026-12-03 16:3x: A 1x1 with an M-major layout, A named: a 1x1 operand is refused whatever its layout
+    # 2026-12-03: an M-major A whose M is not a multiple of 8, A named (the K entry's rule for that operand order)
     m_major = case(op="mm", m=1, n=83, k=1, dtype="bfloat16", layout="transposed_ab", epilogue="bias")
-    for c in (m_major, replace(m_major, layout="offset", dtype="float16"), replace(m_major, layout="transposed_a")):
+    for c in (m_major, case(op="mm", m=13, n=608, k=1, dtype="bfloat16", layout="transposed_a", epilogue="scale")):
         entry = kn.match(shipped, "cutedsl", c, NVGEMM_VERSIONS, "raises", route="nvgemm")
-        assert entry is not None and entry.id == "torch-nvgemm-1x1-a-raises", c
-    b_one = case(op="mm", m=16, n=1, k=1, dtype="bfloat16", layout="transposed_a")  # B 1x1, as at 16x1x1
-    entry = kn.match(shipped, "cutedsl", b_one, NVGEMM_VERSIONS, "raises", route="nvgemm")
-    assert entry is not None and entry.id == "torch-nvgemm-1x1-b-raises"
-    for wider in (replace(m_major, m=2), replace(m_major, k=2), replace(b_one, n=2), replace(m_major, dtype="float32"),
-                  replace(m_major, op="bmm", batch=2)):  # fmt: skip
+        assert entry is not None and entry.id == "torch-nvgemm-m-major-a-raises", c
+    # a 1x1 operand, whatever its layout: A at 1x127x1 noncontiguous, B at 16x1x1
+    for c, which in ((case(op="mm", m=1, n=127, k=1, dtype="bfloat16", layout="noncontiguous"), "a"),
+                     (case(op="mm", m=16, n=1, k=1, dtype="float16", layout="offset"), "b")):  # fmt: skip
+        entry = kn.match(shipped, "cutedsl", c, NVGEMM_VERSIONS, "raises", route="nvgemm")
+        assert entry is not None and entry.id == f"torch-nvgemm-1x1-{which}-raises", c
+    for wider in (
+        replace(m_major, m=16),  # M-major A, M a multiple of 8
+        replace(m_major, layout="noncontiguous", m=2),  # A 2x1, not 1x1, outside both A entries' layouts
+        case(op="mm", m=16, n=2, k=1, dtype="float16", layout="offset"),  # B 1x2
+        replace(m_major, dtype="float32"),
+        replace(m_major, op="bmm", batch=2),
+    ):
         assert kn.match(shipped, "cutedsl", wider, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, wider
     aligned = case(op="mm", m=13, n=13, k=8, dtype="bfloat16", layout="contiguous")
     # K = 1 as at 16x1x1 (seen refused), but no operand 1x1: what the K entry alone must meet
@@ -520,7 +527,7 @@ def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
         ("cutedsl", one, NVGEMM_VERSIONS, "raises", "quack"),  # another route's failure is another bug
         ("cutedsl", one, NVGEMM_VERSIONS, "wrong-result", "nvgemm"),
         ("cutedsl", aligned, NVGEMM_VERSIONS, "raises", "nvgemm"),  # K a multiple of 8: M and N never named
-        ("cutedsl", replace(tall, layout="transposed_a"), NVGEMM_VERSIONS, "raises", "nvgemm"),  # M-major A: unseen
+        ("cutedsl", replace(tall, layout="transposed_a"), NVGEMM_VERSIONS, "raises", "nvgemm"),  # M-major A, M = 16
         ("cutedsl", replace(tall, layout="offset"), NVGEMM_VERSIONS, "raises", "nvgemm"),
         ("cutedsl", replace(tall, dtype="float32"), NVGEMM_VERSIONS, "raises", "nvgemm"),
         ("cutedsl", replace(tall, op="bmm", batch=2), NVGEMM_VERSIONS, "raises", "nvgemm"),
