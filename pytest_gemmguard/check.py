@@ -97,7 +97,14 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         expected = oracle.reference(fn, flat)
         expected_dtype = eager_out.dtype
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
-    learnt = _learn_ahead(session, gemm, backend, fn)
+    warming = session.compiler.warm(backend)  # the backend's one-time setup, beside the wait for the worker
+    if warming is not None:
+        session.progress(f"[{backend.name}] its one-time setup runs while the first case compiles ahead")
+    try:
+        learnt = _learn_ahead(session, gemm, backend, fn)
+    finally:
+        if warming is not None:
+            warming.join()
     if worker_found_unsupported(learnt, fn):
         raise Unsupported(backend.name, learnt.get("detail") or "no kernel of the backend ran (compile-ahead worker)")
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)

@@ -166,6 +166,7 @@ class Compiler:
         self._dynamo_backends: dict[str, _InductorThrough] = {}
         self._frozen: dict[tuple, Callable] = {}
         self._prepared: dict[str, Callable[[], None] | None] = {}  # backend -> undo of its prepare()
+        self._warmed: set[str] = set()  # backends whose warm_up this process has started
         self._current: str | None = None  # the backend whose process changes are in place (see use)
         self._baseline: isolation.Snapshot | None = None  # the process before any backend's use
         self._footprints: dict[str, isolation.Footprint] = {}  # what each inactive backend changed
@@ -216,6 +217,23 @@ class Compiler:
             self._prepared[backend.name] = backend.prepare()
             self._prepare_env[backend.name] = {k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k)}
             self._current = backend.name
+
+    def warm(self, backend: Backend) -> threading.Thread | None:
+        """Start `backend.warm_up()` in a thread, once per process, with the backend in use (what it imports
+        is that backend's, isolation.py); the caller joins the thread before compiling through it."""
+        if backend.name in self._warmed or type(backend).warm_up is Backend.warm_up:
+            return None
+        self._warmed.add(backend.name)
+        self.activate()
+        self.use(backend)
+
+        def run() -> None:
+            with contextlib.suppress(Exception):  # the compile meets the same failure and reports it
+                backend.warm_up()
+
+        thread = threading.Thread(target=run, name=f"gemmguard-warm-{backend.name}", daemon=True)
+        thread.start()
+        return thread
 
     def deactivate(self) -> None:
         self.use(None)

@@ -95,6 +95,18 @@ def patched_config(options: dict[str, Any]) -> Iterator[None]:
         yield
 
 
+def build_nvgemm_kernel_list() -> None:
+    """Build the list of NVGEMM kernels Inductor keeps per process (cutlass_api's manifest) now, where this
+    torch has one; its first NVGEMM compile would build it otherwise."""
+    try:
+        from torch._inductor.codegen.nv_universal_gemm import kernel_cache
+    except ImportError:
+        return
+    build = getattr(kernel_cache, "ensure_cache_initialized", None)
+    if build is not None:
+        build()
+
+
 def has_config(key: str) -> bool:
     """Whether this torch's Inductor config has the dotted `key` (option names moved between versions)."""
     import torch._inductor.config as config

@@ -122,6 +122,12 @@ class CuteDslBackend(Backend):
     def prepare(self):
         return self._delegate.prepare() if self._delegate is not None else None
 
+    def warm_up(self) -> None:
+        # The NVGEMM route's first compile in a process lists cutlass_api's kernels: 20.7 s of the first
+        # example's 45.2 s on the H200 (torch 2.11, docs/gpu-runs/2026-12-03-e/h2-cutedsl-profile.txt).
+        if self._delegate is None and self.inductor_name == "NVGEMM":
+            inductor.build_nvgemm_kernel_list()
+
     def inductor_options(self) -> dict[str, Any]:
         if self._delegate is not None:
             return self._delegate.inductor_options()
