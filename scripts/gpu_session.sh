@@ -46,6 +46,7 @@
 #                                            the README main job timed as a process
 #   h1 (.gpu/a), h2 (.gpu/b .gpu/cutlass_api_src), h3 (.gpu/cutlass_api_src)   cutedsl's first example profiled
 #                                            in the test process; the README main job after the worker-path fix
+#   i1 (.gpu/a), i2 (.gpu/b .gpu/cutlass_api_src)   cutedsl's warm-up on the GPU, four examples (seed 11)
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -820,8 +821,22 @@ s.sort_stats('tottime').print_stats(30)" >"$out/h2-cutedsl-profile.txt" 2>&1
 h3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end
   exec bash "$0" g3
   ;;
+i1)  # 2026-12-03 fourth session, last minutes, call 1 (carry .gpu/a): stage the first half
+  exec bash "$0" w1
+  ;;
+i2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): cutedsl's warm-up (NVGEMM's kernel list built while
+     # the first case compiles ahead) on the real path, seed 11 as g2, four examples (the device time left)
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  timeout -k 5 "${WARM_S:-120}" python3 -m pytest "${plugins[@]}" scripts/speed_cutedsl_tests.py -k 2d \
+    --gemm-backends=cutedsl --gemm-seed=11 --gemm-max-examples=4 -v >"$out/i2-cutedsl-warm.txt" 2>&1
+  echo "rc=$?" >>"$out/i2-cutedsl-warm.txt"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "gemmguard \[cutedsl\]|in examples|passed|failed|rc=" "$out/i2-cutedsl-warm.txt" | cut -c1-170
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3 or h1-h3" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3 or i1-i2" >&2; exit 2 ;;
 esac
