@@ -110,6 +110,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
     oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
     # Every autotune candidate of a graph compiled now is judged too, not only the winner (candidates.py).
+    compiling_before = session.compiler.stats["compile_s"]
     with candidates.judging(case.dtype if session.options.all_choices else None, repr(case)):
         try:
             out, record = run_checked(compiled, flat)
@@ -120,7 +121,8 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
             if (learnt or {}).get("status") == "unsupported" and told.startswith(exc.reason) and told != exc.reason:
                 raise Unsupported(exc.backend, told) from None
             raise
-    session.tally.add(gemm.backend, "compile_s", record.compile_s)
+        finally:  # where the time went (report.py): an unsupported or failed case's compile counts too
+            session.tally.add(gemm.backend, "compile_s", session.compiler.stats["compile_s"] - compiling_before)
     seen = candidates.judged_for(record, repr(case))
     from_worker = not seen and bool(learnt and learnt.get("candidates"))
     # A worker that could not have the test's own function judged the candidates of the case's own GEMM.

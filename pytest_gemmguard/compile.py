@@ -312,10 +312,10 @@ class Compiler:
                 time_limit(self.timeout_s if timeout_s is None else timeout_s, backend.name),
             ):
                 out = call(*runtime)
-        finally:
+        finally:  # a compile that raised took its time too
             _recorder.current = None
-        self.stats["compiles"] += record.compiled
-        self.stats["compile_s"] += record.compile_s
+            self.stats["compiles"] += record.compiled
+            self.stats["compile_s"] += record.compile_s
         if record.compiled == 0:
             self.stats["reused_calls"] += 1
         return out, record

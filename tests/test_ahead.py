@@ -246,6 +246,24 @@ def _times(result, backend: str = "aten") -> tuple[float, ...]:
     return tuple(float(x) for x in found.groups())
 
 
+def test_a_compile_that_ends_unsupported_is_counted_as_compiling(pytester):
+    """The results' time line says where examples went: the compile of a case that then turned out unsupported is
+    compile time too (cpp's first example on the H200, 69 s, was counted as drawing and checking)."""
+    pytester.makepyfile(
+        """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], layouts=["contiguous"], shapes=[(1, 1, 1)])
+def test_tiny(gemm):
+    gemm.check()
+"""
+    )
+    result = pytester.runpytest_subprocess("--gemm-backends=cpp", "--gemm-compile-workers=0", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)  # every drawn case unsupported: no GEMM kernel of cpp ran
+    total, wait, compiling, rest = _times(result, "cpp")
+    assert wait == 0 and compiling > 0.5 * total, (total, compiling, rest)
+
+
 def test_a_case_that_kills_its_process_fails_and_the_session_goes_on(pytester):
     pytester.makeconftest(SEGFAULT)
     pytester.makepyfile(TWO_TESTS)
