@@ -97,14 +97,14 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         expected = oracle.reference(fn, flat)
         expected_dtype = eager_out.dtype
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
-    warming = session.compiler.warm(backend)  # the backend's one-time setup, beside the wait for the worker
-    if warming is not None:
-        session.progress(f"[{backend.name}] its one-time setup runs while the first case compiles ahead")
+    # The backend's one-time setup runs beside the wait for a worker's compile of this case, where there is one.
+    overlaps = gemm.use_ahead and backend.name == gemm.backend and session.pool_for(gemm.backend) is not None
     try:
+        if overlaps and session.compiler.warm(backend):
+            session.progress(f"[{backend.name}] its one-time setup runs while the first case compiles ahead")
         learnt = _learn_ahead(session, gemm, backend, fn)
-    finally:
-        if warming is not None:
-            warming.join()
+    finally:  # what is left of the setup is this process's compile time
+        session.tally.add(gemm.backend, "compile_s", session.compiler.settle())
     if worker_found_unsupported(learnt, fn):
         raise Unsupported(backend.name, learnt.get("detail") or "no kernel of the backend ran (compile-ahead worker)")
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)

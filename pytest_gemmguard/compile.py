@@ -167,6 +167,7 @@ class Compiler:
         self._frozen: dict[tuple, Callable] = {}
         self._prepared: dict[str, Callable[[], None] | None] = {}  # backend -> undo of its prepare()
         self._warmed: set[str] = set()  # backends whose warm_up this process has started
+        self._warming: threading.Thread | None = None  # a warm_up still running (see warm)
         self._current: str | None = None  # the backend whose process changes are in place (see use)
         self._baseline: isolation.Snapshot | None = None  # the process before any backend's use
         self._footprints: dict[str, isolation.Footprint] = {}  # what each inactive backend changed
@@ -193,6 +194,8 @@ class Compiler:
         """Make `backend` the active one (None: none, the process as the session found it): the previous
         backend's `prepare` is undone and what its use changed (isolation.Footprint) is taken out; this
         one's footprint, if it ran before, is put back (the same module objects) and it is prepared."""
+        if self._warming is not None:  # never switch backends while a warm_up imports (isolation.py)
+            self.settle()
         name = backend.name if backend is not None else None
         if name == self._current:
             return
@@ -218,24 +221,39 @@ class Compiler:
             self._prepare_env[backend.name] = {k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k)}
             self._current = backend.name
 
-    def warm(self, backend: Backend) -> threading.Thread | None:
-        """Start `backend.warm_up()` in a thread, once per process, with the backend in use (what it imports
-        is that backend's, isolation.py); the caller joins the thread before compiling through it."""
-        if backend.name in self._warmed or type(backend).warm_up is Backend.warm_up:
-            return None
+    def warm(self, backend: Backend) -> bool:
+        """Start `backend`'s one-time setup (Backend.warm_up) in a thread, once per process, with the backend in
+        use, so what it imports is that backend's (isolation.py). Whatever uses the compiler next waits for it
+        first (settle): nothing switches backends or compiles beside it. True when a setup started."""
+        setup = getattr(backend, "warm_up", lambda: None)() if backend.name not in self._warmed else None
+        if setup is None:
+            return False
         self._warmed.add(backend.name)
         self.activate()
         self.use(backend)
 
         def run() -> None:
             with contextlib.suppress(Exception):  # the compile meets the same failure and reports it
-                backend.warm_up()
+                setup()
 
-        thread = threading.Thread(target=run, name=f"gemmguard-warm-{backend.name}", daemon=True)
-        thread.start()
-        return thread
+        self._warming = threading.Thread(target=run, name=f"gemmguard-warm-{backend.name}", daemon=True)
+        self._warming.start()
+        return True
+
+    def settle(self) -> float:
+        """Wait for a warm_up still running (at most the compile time limit); returns the seconds waited."""
+        thread, self._warming = self._warming, None
+        if thread is None:
+            return 0.0
+        started = time.perf_counter()
+        thread.join(self.timeout_s or None)
+        if thread.is_alive():
+            raise CompileTimeout(f"a backend's one-time setup (warm_up) ran past {self.timeout_s:.0f} s")
+        return time.perf_counter() - started
 
     def deactivate(self) -> None:
+        with contextlib.suppress(CompileTimeout):  # a setup still hung at the end: its daemon thread dies with us
+            self.settle()
         self.use(None)
         self._footprints.clear()
         self._baseline = None

@@ -502,24 +502,20 @@ def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
     assert entry is not None and entry.id == "torch-nvgemm-1x1-output-raises"
     for wider in (replace(output, m=2), replace(output, n=2), replace(output, op="bmm", batch=2)):
         assert kn.match(shipped, "cutedsl", wider, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, wider
-    # 2026-12-03: an M-major A whose M is not a multiple of 8, A named (the K entry's rule for that operand order)
-    m_major = case(op="mm", m=1, n=83, k=1, dtype="bfloat16", layout="transposed_ab", epilogue="bias")
-    for c in (m_major, case(op="mm", m=13, n=608, k=1, dtype="bfloat16", layout="transposed_a", epilogue="scale")):
+    # 2026-12-03: K = 1 and M not a multiple of 8 refused whatever A's layout, A named (M-major and strided As)
+    k1 = case(op="mm", m=1, n=83, k=1, dtype="bfloat16", layout="transposed_ab", epilogue="bias")
+    for c in (k1, case(op="mm", m=13, n=608, k=1, dtype="bfloat16", layout="transposed_a", epilogue="scale"),
+              case(op="mm", m=1, n=127, k=1, dtype="bfloat16", layout="noncontiguous")):  # fmt: skip
         entry = kn.match(shipped, "cutedsl", c, NVGEMM_VERSIONS, "raises", route="nvgemm")
-        assert entry is not None and entry.id == "torch-nvgemm-m-major-a-raises", c
-    # a 1x1 operand, whatever its layout: A at 1x127x1 noncontiguous, B at 16x1x1
-    for c, which in ((case(op="mm", m=1, n=127, k=1, dtype="bfloat16", layout="noncontiguous"), "a"),
-                     (case(op="mm", m=16, n=1, k=1, dtype="float16", layout="offset"), "b")):  # fmt: skip
-        entry = kn.match(shipped, "cutedsl", c, NVGEMM_VERSIONS, "raises", route="nvgemm")
-        assert entry is not None and entry.id == f"torch-nvgemm-1x1-{which}-raises", c
-    for wider in (
-        replace(m_major, m=16),  # M-major A, M a multiple of 8
-        replace(m_major, layout="noncontiguous", m=2),  # A 2x1, not 1x1, outside both A entries' layouts
-        case(op="mm", m=16, n=2, k=1, dtype="float16", layout="offset"),  # B 1x2
-        replace(m_major, dtype="float32"),
-        replace(m_major, op="bmm", batch=2),
+        assert entry is not None and entry.id == "torch-nvgemm-k1-m-not-multiple-of-8-raises", c
+    for unseen in (
+        replace(k1, m=16),  # K = 1, M a multiple of 8 (at 16x1x1 contiguous B was named, the K entry's case)
+        replace(k1, k=64),  # an M-major A with K > 1
+        replace(k1, m=16, n=1, layout="offset"),  # B 1x1 outside the K entry's layouts
+        replace(k1, dtype="float32"),
+        replace(k1, op="bmm", batch=2),
     ):
-        assert kn.match(shipped, "cutedsl", wider, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, wider
+        assert kn.match(shipped, "cutedsl", unseen, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, unseen
     aligned = case(op="mm", m=13, n=13, k=8, dtype="bfloat16", layout="contiguous")
     # K = 1 as at 16x1x1 (seen refused), but no operand 1x1: what the K entry alone must meet
     tall = replace(one, m=16, n=16)

@@ -62,11 +62,13 @@ class Backend:
         process as it found it. What compiles change besides is the compiler's to take out (isolation.py)."""
         return None
 
-    def warm_up(self) -> None:
-        """Optional: one-time setup each process pays at its first compile through this backend (a kernel
-        library listing its kernels). The test process runs it in a thread while it waits for the first case's
-        compile-ahead worker, with this backend in use (compile.Compiler.warm); a failure here is left to the
-        compile, which meets it again and reports it."""
+    def warm_up(self) -> Callable[[], None] | None:
+        """Optional: one-time setup each process would pay at its first compile through this backend (a kernel
+        library listing its kernels), or None. The test process runs it in a thread while it waits for the
+        first case's compile-ahead worker, with this backend in use (compile.Compiler.warm). It runs in the
+        test process before any worker tried the backend, so it must be setup that cannot crash the process
+        (a kernel compile belongs in the worker); a failure is left to the compile, which meets it again."""
+        return None
 
     def device(self) -> str:
         return "cuda"

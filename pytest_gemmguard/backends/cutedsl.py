@@ -19,6 +19,7 @@ result reads as cutedsl[nvgemm] or cutedsl[quack] with the kernel behind it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .._compat import inductor
@@ -122,11 +123,10 @@ class CuteDslBackend(Backend):
     def prepare(self):
         return self._delegate.prepare() if self._delegate is not None else None
 
-    def warm_up(self) -> None:
-        # The NVGEMM route's first compile in a process lists cutlass_api's kernels: 20.7 s of the first
-        # example's 45.2 s on the H200 (torch 2.11, docs/gpu-runs/2026-12-03-e/h2-cutedsl-profile.txt).
-        if self._delegate is None and self.inductor_name == "NVGEMM":
-            inductor.build_nvgemm_kernel_list()
+    def warm_up(self) -> Callable[[], None] | None:
+        # The NVGEMM route's first compile in a process lists cutlass_api's kernels (Python only): 20.7 s of the
+        # first example's 45.2 s on the H200 (torch 2.11, docs/gpu-runs/2026-12-03-e/h2-cutedsl-profile.txt).
+        return inductor.build_nvgemm_kernel_list if self.inductor_name == "NVGEMM" else None
 
     def inductor_options(self) -> dict[str, Any]:
         if self._delegate is not None:
