@@ -47,6 +47,9 @@
 #   h1 (.gpu/a), h2 (.gpu/b .gpu/cutlass_api_src), h3 (.gpu/cutlass_api_src)   cutedsl's first example profiled
 #                                            in the test process; the README main job after the worker-path fix
 #   i1 (.gpu/a), i2 (.gpu/b .gpu/cutlass_api_src)   cutedsl's warm-up on the GPU, four examples (seed 11)
+#   j1 (.gpu/a), j2 (.gpu/b .gpu/cutlass_api_src), j3 (.gpu/cutlass_api_src)   prepared for the next session:
+#                                            cutedsl's rate under the warm-up (as g2), the main job, then
+#                                            triton's rate on the user file at the default budget
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -835,8 +838,29 @@ i2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): cutedsl's warm-up (N
   cat "$out/env.txt"; rm -f "$out/env.txt"
   grep -E "gemmguard \[cutedsl\]|in examples|passed|failed|rc=" "$out/i2-cutedsl-warm.txt" | cut -c1-170
   ;;
+j1)  # next session, call 1 (carry .gpu/a): stage the first half
+  exec bash "$0" w1
+  ;;
+j2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): cutedsl's rate where it has kernels under the warm-up,
+     # seed 11 at the default budget as g2 (23.0 per minute, first example 80.9 s), alone on the machine; then the
+     # README main job in the background (j3 waits for its end)
+  exec bash "$0" g2
+  ;;
+j3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end; then triton's rate on the user file at the
+     # default budget (issue 11's first target; BENCHMARKS measured it only at 6 examples)
+  [ -f /tmp/bg-main-job.log ] || { echo "$phase: no main job here (the machine went back)"; exit 3; }
+  bg_wait main-job 400
+  left=$(( ${CALL_S:-570} - SECONDS - 10 ))
+  [ "$left" -gt 60 ] && timeout -k 5 "$left" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
+    --gemm-backends=triton --gemm-seed=11 -v >"$out/j3-triton-user.txt" 2>&1
+  echo "rc=$?" >>"$out/j3-triton-user.txt"
+  rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|SKIPPED|XFAIL|rc=|still running|ended without" "$out/main-job.txt" | cut -c1-160 | tail -8
+  sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -24
+  grep -E "in examples|passed|failed|rc=" "$out/j3-triton-user.txt" | cut -c1-160 | tail -4
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3 or i1-i2" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2 or j1-j3" >&2; exit 2 ;;
 esac
