@@ -849,9 +849,9 @@ j2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): cutedsl's rate where
 j3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end; then triton's rate on the user file at the
      # default budget (issue 11's first target; BENCHMARKS measured it only at 6 examples)
   [ -f /tmp/bg-main-job.log ] || { echo "$phase: no main job here (the machine went back)"; exit 3; }
-  bg_wait main-job 400
+  bg_wait main-job 400; done_rc=$?  # never time triton beside a main job still running
   left=$(( ${CALL_S:-570} - SECONDS - 10 ))
-  [ "$left" -gt 60 ] && timeout -k 5 "$left" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
+  [ "$done_rc" -eq 0 ] && [ "$left" -gt 60 ] && timeout -k 5 "$left" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
     --gemm-backends=triton --gemm-seed=11 -v >"$out/j3-triton-user.txt" 2>&1
   echo "rc=$?" >>"$out/j3-triton-user.txt"
   rm -f "$out/env.txt"
