@@ -97,14 +97,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         expected = oracle.reference(fn, flat)
         expected_dtype = eager_out.dtype
         tol = oracle.generic_tolerance(expected, tol, expected_dtype)
-    # The backend's one-time setup runs beside the wait for a worker's compile of this case, where there is one.
-    overlaps = gemm.use_ahead and backend.name == gemm.backend and session.pool_for(gemm.backend) is not None
-    try:
-        if overlaps and session.compiler.warm(backend):
-            session.progress(f"[{backend.name}] its one-time setup runs while the first case compiles ahead")
-        learnt = _learn_ahead(session, gemm, backend, fn)
-    finally:  # what is left of the setup is this process's compile time
-        session.tally.add(gemm.backend, "compile_s", session.compiler.settle())
+    learnt = _learn_ahead(session, gemm, backend, fn)
     if worker_found_unsupported(learnt, fn):
         raise Unsupported(backend.name, learnt.get("detail") or "no kernel of the backend ran (compile-ahead worker)")
     compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
@@ -202,9 +195,14 @@ def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend, fn
         payload, stays = travel.pack(fn)
         if payload is not None:
             pool.attach(gemm.test_id, gemm.backend, payload)
+    if session.compiler.warm(backend):  # the backend's one-time setup (Backend.warm_up), beside the wait
+        session.progress(f"[{backend.name}] its one-time setup runs while the first case compiles ahead")
     asked = time.perf_counter()
-    learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **job)
-    session.tally.add(gemm.backend, "wait_s", time.perf_counter() - asked)  # where the time went (report.py)
+    try:
+        learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **job)
+        session.tally.add(gemm.backend, "wait_s", time.perf_counter() - asked)  # where the time went (report.py)
+    finally:  # what is left of the setup is this process's compile time
+        session.tally.add(gemm.backend, "compile_s", session.compiler.settle())
     if learnt is None:
         return None
     gemm.ahead = learnt.get("status")

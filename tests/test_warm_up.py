@@ -18,18 +18,20 @@ from pytest_gemmguard.backends.aten import AtenBackend
 LOG = os.environ["GG_WARM_LOG"]
 
 
-def note(what):
+def in_worker():
     main = getattr(sys.modules["__main__"], "__spec__", None)
-    where = "worker" if main is not None and main.name == "pytest_gemmguard.ahead_worker" else "test"
+    return main is not None and main.name == "pytest_gemmguard.ahead_worker"
+
+
+def note(what):
     with open(LOG, "a") as f:
-        f.write(json.dumps({"what": what, "where": where, "t": time.time()}) + "\\n")
+        f.write(json.dumps({"what": what, "where": "worker" if in_worker() else "test", "t": time.time()}) + "\\n")
 
 
 class Compiling(CustomGraphPass):
     def __call__(self, graph):
         note("compiling")
-        main = getattr(sys.modules["__main__"], "__spec__", None)
-        if main is not None and main.name == "pytest_gemmguard.ahead_worker":
+        if in_worker():
             time.sleep(3.0)  # the worker's answer comes at least 3 s after this note
 
     def uuid(self):
