@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import ahead, backends, candidates, confirm, differential, oracle, repro, travel
+from . import ahead, backends, candidates, confirm, differential, fn_tolerance, oracle, repro, travel
 from ._compat import hypothesis as hypothesis_compat
 from .cases import case_function
 from .compile import run_checked
@@ -91,12 +91,10 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
     if fn is None:
         target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
         expected_dtype = DTYPES[case.out_dtype]
-    else:
+    else:  # fn's own bound: it need not compute the case's epilogue (fn_tolerance.py)
         target, flat = fn, inputs.args
-        eager_out = _user_eager(fn, flat)
-        expected = oracle.reference(fn, flat)
-        expected_dtype = eager_out.dtype
-        tol = oracle.generic_tolerance(expected, tol, expected_dtype)
+        expected_dtype = _user_eager(fn, flat).dtype
+        expected, tol = fn_tolerance.bound(fn, flat, case.dtype, expected_dtype, lambda: case_tol)
     learnt = _learn_ahead(session, gemm, backend, fn)
     if worker_found_unsupported(learnt, fn):
         raise Unsupported(backend.name, learnt.get("detail") or "no kernel of the backend ran (compile-ahead worker)")

@@ -98,12 +98,6 @@ class Float64ScaledMM(torch.overrides.TorchFunctionMode):
         return y if given.get("bias") is None else y + given["bias"].double()
 
 
-def reference(fn: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """`fn` evaluated in float64 on the upcast inputs (casts inside `fn` still round, as written)."""
-    with torch.no_grad(), Float64ScaledMM():
-        return fn(*upcast(inputs))
-
-
 def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """The case's exact float64 result and its per-element tolerance, computed side by side."""
     op_spec = OPS[case.op]
@@ -140,8 +134,14 @@ def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, to
 def product_bound(a: torch.Tensor, b: torch.Tensor, k: int, dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
     """`a @ b` in float64 (upcast operands) and the bound on a correct kernel's error before it stores the
     product, for a case of `dtype` (the GEMM line of the module docstring). candidates.py shares it."""
+    return torch.matmul(a, b), error_coefficient(k, dtype) * torch.matmul(a.abs(), b.abs())
+
+
+def error_coefficient(k: int, dtype: str) -> float:
+    """A correct kernel's error on a product of length `k`, relative to sum |a_i * b_i| (fn_tolerance.py
+    bounds the GEMMs of a test's own function with it too)."""
     acc = LAMBDA_ACC * _eps("float32") * (k**0.5) + ACCUMULATION_EPS.get(dtype, 0.0)
-    return torch.matmul(a, b), (acc + OPERAND_EPS.get(dtype, 0.0)) * torch.matmul(a.abs(), b.abs())
+    return acc + OPERAND_EPS.get(dtype, 0.0)
 
 
 def dequantize_bound(y: torch.Tensor, e: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,15 +158,6 @@ OPERAND_EPS = {"tf32": 2 * 2.0**-10}
 # which adds each block's tl.dot into a float32 accumulator). At most four truncating 2^-13 steps per
 # promoted block give 4 * 2^-13 relative to the block's sum of |products|.
 ACCUMULATION_EPS = {FP8: 4 * 2.0**-13}
-
-
-def generic_tolerance(ref: torch.Tensor, case_tol: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """Tolerance for a user function on the case's inputs: the case's own bound (fn is meant to
-    compute the case's GEMM, maybe written differently) plus two more roundings of the result."""
-    eps = torch.finfo(out_dtype).eps if out_dtype.is_floating_point else 0.0
-    if case_tol.shape != ref.shape:
-        case_tol = torch.zeros_like(ref)
-    return case_tol + 2 * eps * ref.abs() + (torch.finfo(out_dtype).tiny if out_dtype.is_floating_point else 0)
 
 
 def judge(actual: Any, expected: torch.Tensor, tol: torch.Tensor, expected_dtype: torch.dtype) -> Verdict:

@@ -50,6 +50,9 @@
 #   j1 (.gpu/a), j2 (.gpu/b .gpu/cutlass_api_src), j3 (.gpu/cutlass_api_src)   prepared for the next session:
 #                                            cutedsl's rate under the warm-up (as g2), the main job, then
 #                                            triton's rate on the user file at the default budget
+#   l1 (nothing carried)   (2026-12-03 evening): j3's triton draw again after check(fn)'s own bound (j3 failed
+#                                            there at 3.17x); then the same draw with 8 compile threads per
+#                                            compile-ahead worker in place of 2, side by side
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -859,8 +862,27 @@ j3)  # call 3, at once (carry .gpu/cutlass_api_src): the main job's end; then tr
   sed -n '/gemmguard results/,/^=\+ .* in /p' "$out/main-job.txt" | head -24
   grep -E "in examples|passed|failed|rc=" "$out/j3-triton-user.txt" | cut -c1-160 | tail -4
   ;;
+l1)  # one call, nothing carried: the triton user file at the default budget, seed 11 as j3, twice in a row, each
+     # in its own caches (a session's Compiler makes its own): the default compile threads, then 8 per worker
+  for threads in default 8; do
+    log="$out/l1-triton-user-$threads.txt"
+    if [ "$threads" = default ]; then
+      timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
+        --gemm-backends=triton --gemm-seed=11 -v >"$log" 2>&1
+    else
+      TORCHINDUCTOR_COMPILE_THREADS=$threads timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" \
+        scripts/speed_user_tests.py --gemm-backends=triton --gemm-seed=11 -v >"$log" 2>&1
+    fi
+    echo "rc=$?" >>"$log"
+  done
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  for threads in default 8; do
+    echo "== compile threads per worker: $threads"
+    grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$out/l1-triton-user-$threads.txt" | cut -c1-160 | tail -6
+  done
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2 or j1-j3" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3 or l1" >&2; exit 2 ;;
 esac

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_gemmguard import oracle
+from pytest_gemmguard import fn_tolerance, oracle
 from pytest_gemmguard.cases import GemmCase, build_inputs, case_function
 from pytest_gemmguard.ops import DTYPES
 from pytest_gemmguard.strategies import gemm_cases
@@ -198,16 +198,23 @@ def test_the_float64_reference_evaluates_scaled_mm_exactly():
     case = GemmCase("scaled_mm", 8, 16, 32, dtype="float8_e4m3fn", layout="transposed_b")
     inputs = build_inputs(case, "cpu")
     a, b, sa, sb = (t.double() for t in inputs.args)
-    got = oracle.reference(lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16), inputs.args)
+    fn = lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+    got, tol = fn_tolerance.bound(fn, inputs.args, case.dtype, torch.bfloat16, lambda: None)
     assert got.dtype == torch.float64 and torch.equal(got, (a @ b) * sa * sb)
+    # The bound of a case's own scaled_mm, by the same terms.
+    assert torch.allclose(tol, oracle.case_reference(case, inputs)[1] + 2 * 2**-7 * got.abs(), rtol=1e-6)
 
 
 def test_the_float64_reference_refuses_to_guess_bias_with_an_output_scale():
     a = torch.ones(16, 16).to(torch.float8_e4m3fn)
     one = torch.ones(())
     with pytest.raises(NotImplementedError, match="both bias and scale_result"):
-        oracle.reference(
-            lambda a, b: torch._scaled_mm(a, b, one, one, bias=torch.zeros(16), scale_result=one), (a, a.t())
+        fn_tolerance.bound(
+            lambda a, b: torch._scaled_mm(a, b, one, one, bias=torch.zeros(16), scale_result=one),
+            (a, a.t()),
+            "float8_e4m3fn",
+            torch.bfloat16,
+            lambda: None,
         )
 
 

@@ -1,0 +1,268 @@
+"""`gemm.check(fn)`: the bound follows what fn computes, not the epilogue the case was drawn with.
+
+On the H200 (docs/gpu-validation.md, 2026-12-03 19:35) `mm 24×40×1 tf32 epilogue=sigmoid+tanh`, checked with
+`fn = torch.matmul` in a plain user file, failed at 3.17x on unchanged Triton: the case's bound had gone
+through sigmoid's slope of 1/4 and fn's output never does. A TF32 model that truncates its operands, as
+Triton's TF32 does, reproduces that number here on the CPU.
+"""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_gemmguard import fn_tolerance, oracle
+from pytest_gemmguard.cases import GemmCase, build_inputs
+from pytest_gemmguard.ops import DTYPES, gemm_out_dtype
+from pytest_gemmguard.strategies import gemm_cases
+
+H200_CASE = GemmCase("mm", 24, 40, 1, dtype="tf32", layout="transposed_ab", epilogue="sigmoid+tanh", seed=11)
+
+
+def _truncate_to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """What a TF32 tensor core reads of a float32 operand: 10 mantissa bits, the rest cut off."""
+    bits = t.float().contiguous().view(torch.int32) & ~((1 << 13) - 1)
+    return bits.view(torch.float32)
+
+
+def _bound(fn, case, out_dtype=None):
+    inputs = build_inputs(case, "cpu")
+    _, case_tol = oracle.case_reference(case, inputs)
+    out_dtype = out_dtype or DTYPES[gemm_out_dtype(case.dtype)]
+    expected, tol = fn_tolerance.bound(fn, inputs.args, case.dtype, out_dtype, lambda: case_tol)
+    return inputs.args, expected, tol, case_tol
+
+
+def _ratio(out, expected, tol) -> float:
+    return float(((out.double() - expected).abs() / tol).max())
+
+
+def matmul(a, b):
+    return torch.matmul(a, b)
+
+
+def test_the_h200_false_red_passes_and_the_case_s_bound_still_shows_it():
+    (a, b), expected, tol, case_tol = _bound(matmul, H200_CASE)
+    tf32 = matmul(_truncate_to_tf32(a), _truncate_to_tf32(b))
+    assert _ratio(tf32, expected, tol) < 1
+    # The bound this replaces: the case's, plus two roundings. It is the H200's 3.17x.
+    old = case_tol + 2 * torch.finfo(torch.float32).eps * expected.abs()
+    assert _ratio(tf32, expected, old) == pytest.approx(3.17, abs=0.01)
+
+
+# Functions a user writes around the case's GEMM: the GEMM alone, an activation of their own, a scale, a
+# bias of their own, a second GEMM subtracted (errors that must not cancel).
+FUNCTIONS = {
+    "matmul": matmul,
+    "tanh": lambda a, b: torch.tanh(a @ b),
+    "gelu+1": lambda a, b: torch.nn.functional.gelu(a @ b + 1),
+    "relu*3": lambda a, b: torch.relu(torch.mm(a, b)) * 3,
+    "sigmoid": lambda a, b: torch.sigmoid(a.matmul(b)),
+    "difference": lambda a, b: a @ b - (a * 0.5) @ b,
+    "in place": lambda a, b: (a @ b).mul_(2).add_(1),
+}
+
+
+def _mm_cases(dtypes):
+    return gemm_cases("cpu", ops=["mm"], dtypes=dtypes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_mm_cases(["float32", "float16", "bfloat16"]), st.sampled_from(sorted(FUNCTIONS)))
+def test_eager_pytorch_uses_at_most_half_of_fn_s_bound(case, name):
+    """Whatever epilogue the case was drawn with: the bound is fn's own."""
+    fn = FUNCTIONS[name]
+    (a, b), expected, tol, _ = _bound(fn, case)
+    assert _ratio(fn(a, b), expected, tol) < 0.5, (case, name)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.builds(
+        GemmCase,
+        st.just("mm"),
+        st.integers(1, 48),
+        st.integers(1, 48),
+        st.sampled_from([1, 2, 7, 64, 1000]),
+        dtype=st.just("tf32"),
+        layout=st.sampled_from(["contiguous", "transposed_ab"]),
+        epilogue=st.sampled_from(["none", "sigmoid", "sigmoid+tanh", "scale", "cast"]),
+        seed=st.integers(0, 99),
+    ),
+    st.sampled_from(sorted(FUNCTIONS)),
+)
+def test_a_tf32_kernel_that_truncates_its_operands_passes_in_any_function(case, name):
+    fn = FUNCTIONS[name]
+    (a, b), expected, tol, _ = _bound(fn, case, torch.float32)
+    assert _ratio(fn(_truncate_to_tf32(a), _truncate_to_tf32(b)), expected, tol) < 1, (case, name)
+
+
+def _half_accumulating(fn, chunk=16):
+    """A planted bug inside fn's GEMM: partial sums kept in half precision instead of float32."""
+
+    def planted(a, b):
+        def mm(x, y):
+            acc = torch.zeros(x.shape[0], y.shape[1], dtype=x.dtype)
+            for start in range(0, x.shape[1], chunk):
+                acc = (acc.float() + x[:, start : start + chunk].float() @ y[start : start + chunk].float()).to(x.dtype)
+            return acc
+
+        with _GemmSwap(mm):
+            return fn(a, b)
+
+    return planted
+
+
+class _GemmSwap(torch.overrides.TorchFunctionMode):
+    """Runs `mm` in place of every matmul fn calls: how a planted kernel bug reaches a user's function."""
+
+    def __init__(self, mm):
+        super().__init__()
+        self.mm = mm
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm):
+            return self.mm(*args)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", ["matmul", "tanh", "gelu+1", "relu*3"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_accumulation_inside_fn_is_caught(name, dtype):
+    case = GemmCase("mm", 32, 32, 1024, dtype=dtype, epilogue="sigmoid")
+    fn = FUNCTIONS[name]
+    (a, b), expected, tol, _ = _bound(fn, case)
+    assert _ratio(fn(a, b), expected, tol) < 0.5
+    assert _ratio(_half_accumulating(fn)(a, b), expected, tol) > 2
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_bfloat16_operands_in_a_float32_case_are_caught(name):
+    """A float32 GEMM that silently reads its operands as bfloat16, inside any of the functions."""
+    case = GemmCase("mm", 16, 24, 512, dtype="float32", epilogue="sigmoid+tanh")
+    fn = FUNCTIONS[name]
+    (a, b), expected, tol, _ = _bound(fn, case)
+    low = fn(a.bfloat16().float(), b.bfloat16().float())
+    assert _ratio(low, expected, tol) > 2
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_a_lost_slice_of_k_and_a_wrong_element_are_caught(name):
+    case = GemmCase("mm", 16, 24, 256, dtype="bfloat16", epilogue="sigmoid")
+    fn = FUNCTIONS[name]
+    (a, b), expected, tol, _ = _bound(fn, case)
+    lost = a.clone()
+    lost[:, :16] = 0
+    assert _ratio(fn(lost, b), expected, tol) > 2
+    wrong = fn(a, b).clone()
+    wrong[3, 5] += 0.05 * (1 + wrong[3, 5].abs())
+    assert _ratio(wrong, expected, tol) > 1
+
+
+def test_errors_of_two_gemms_that_do_not_cancel_are_allowed(monkeypatch):
+    """Two GEMMs subtracted: a correct kernel may err up on one and down on the other. Moving both GEMMs
+    the same way would cancel the errors and fail it; each site's own run is what passes it."""
+    case = GemmCase("mm", 16, 16, 64, dtype="float32")
+    fn = FUNCTIONS["difference"]
+    (a, b), expected, tol, _ = _bound(fn, case)
+    y1, y2 = (a @ b).double(), ((a * 0.5) @ b).double()
+    k, eps = 64, torch.finfo(torch.float32).eps
+    e1 = oracle.error_coefficient(k, "float32") * (a.abs() @ b.abs()).double() + eps * y1.abs()
+    e2 = oracle.error_coefficient(k, "float32") * ((a * 0.5).abs() @ b.abs()).double() + eps * y2.abs()
+    opposite = (y1 + 0.9 * e1) - (y2 - 0.9 * e2)
+    assert _ratio(opposite, expected, tol) < 1
+    monkeypatch.setattr(fn_tolerance, "MAX_SITES", 1)  # plant: every site moved at once, the same way
+    (a, b), expected, same_way, _ = _bound(fn, case)
+    assert _ratio(opposite, expected, same_way) > 1
+
+
+def test_a_gemm_the_bound_cannot_see_keeps_the_case_s_bound():
+    """einsum runs as one C++ call: no GEMM is seen, so the case's bound (plus two roundings) stays."""
+    case = GemmCase("mm", 8, 8, 32, dtype="float32", epilogue="none")
+    _, expected, tol, case_tol = _bound(lambda a, b: torch.einsum("ik,kj->ij", a, b), case)
+    assert torch.allclose(tol, case_tol + 2 * torch.finfo(torch.float32).eps * expected.abs(), rtol=0, atol=1e-30)
+
+
+def test_linear_addmm_and_bmm_with_their_own_bias_and_scale_are_bounded():
+    x = torch.randn(6, 300, dtype=torch.bfloat16)
+    w = torch.randn(20, 300, dtype=torch.bfloat16)
+    bias = torch.randn(20, dtype=torch.bfloat16)
+    for fn in (
+        lambda x, w, bias: torch.nn.functional.linear(x, w, bias),
+        lambda x, w, bias: torch.addmm(bias, x, w.t(), alpha=3.0),
+        lambda x, w, bias: torch.bmm(x.unsqueeze(0), w.t().unsqueeze(0)).squeeze(0) + bias,
+        lambda x, w, bias: w.t().__rmatmul__(x),
+    ):
+        expected, tol = fn_tolerance.bound(fn, (x, w, bias), "bfloat16", torch.bfloat16, lambda: None)
+        assert _ratio(fn(x, w, bias), expected, tol) < 0.5
+        lost = x.clone()
+        lost[:, -16:] = 0
+        assert _ratio(fn(lost, w, bias), expected, tol) > 2
+
+
+# A backend whose every float32 mm errs by 60 float32 ulps of sum |a_i * b_i|: inside the GEMM bound at
+# K = 1024 (4 * sqrt(K) = 128 ulps), outside what the case's bound leaves after a sigmoid (a quarter of it).
+ERRS_WITHIN_THE_GEMM_BOUND = """
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class AddSixtyUlps(CustomGraphPass):
+    def __call__(self, graph):
+        for node in list(graph.nodes):
+            if node.target is torch.ops.aten.mm.default:
+                a, b = node.args
+                with graph.inserting_after(node):
+                    abs_a = graph.call_function(torch.ops.aten.abs.default, (a,))
+                    abs_b = graph.call_function(torch.ops.aten.abs.default, (b,))
+                    size = graph.call_function(torch.ops.aten.mm.default, (abs_a, abs_b))
+                    err = graph.call_function(torch.ops.aten.mul.Tensor, (size, 60 * torch.finfo(torch.float32).eps))
+                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, err))
+                node.replace_all_uses_with(skewed)
+                skewed.args = (node, err)
+
+    def uuid(self):
+        return "gemmguard-test-add-sixty-ulps"
+
+
+class SixtyUlpsOff(AtenBackend):
+    name = "sixty-ulps-off"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": AddSixtyUlps()}
+
+
+backends.register(SixtyUlpsOff())
+"""
+
+MATMUL_ON_A_SIGMOID_CASE = """
+import torch
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["sigmoid"], layouts=["contiguous"],
+           shapes=[(64, 64, 1024)], max_examples=1)
+def test_matmul(gemm):
+    gemm.check(lambda a, b: torch.matmul(a, b))
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["sigmoid"], layouts=["contiguous"],
+           shapes=[(64, 64, 1024)], max_examples=1)
+def test_matmul_then_its_own_sigmoid(gemm):
+    gemm.check(lambda a, b: torch.sigmoid(a @ b) * 4)
+"""
+
+
+def test_check_fn_judges_a_kernel_within_the_gemm_bound_by_fn_s_own_bound(pytester):
+    """Through a real Inductor compile: a kernel 60 ulps off passes a plain matmul (the case's own bound,
+    a quarter of the GEMM's after the sigmoid the case was drawn with, failed it), and fn's own sigmoid
+    times 4 (slope 1) passes too; the same kernel 600 ulps off fails both."""
+    pytester.makeconftest(ERRS_WITHIN_THE_GEMM_BOUND)
+    pytester.makepyfile(MATMUL_ON_A_SIGMOID_CASE)
+    args = ("--gemm-backends=sixty-ulps-off", "--gemm-seed=1", "--gemm-compile-workers=0", "-p", "no:cacheprovider")
+    pytester.runpytest_inprocess(*args).assert_outcomes(passed=2)
+    pytester.makeconftest(ERRS_WITHIN_THE_GEMM_BOUND.replace("60 * torch", "600 * torch"))
+    result = pytester.runpytest_inprocess(*args)
+    result.assert_outcomes(failed=2)
+    assert "sixty-ulps-off produced a wrong result" in result.stdout.str()
