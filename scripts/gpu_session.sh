@@ -53,6 +53,7 @@
 #   l1 (nothing carried)   (2026-12-03 evening): j3's triton draw again after check(fn)'s own bound (j3 failed
 #                                            there at 3.17x); then the same draw with 8 compile threads per
 #                                            compile-ahead worker in place of 2, side by side
+#   l2 (nothing carried)   one float32 triton max-autotune compile (104 s in a worker in j3) profiled alone
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -881,8 +882,29 @@ l1)  # one call, nothing carried: the triton user file at the default budget, se
     grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$out/l1-triton-user-$threads.txt" | cut -c1-160 | tail -6
   done
   ;;
+l2)  # nothing carried: where one float32 triton max-autotune compile's 104 s go (mm 513x511x513 float32
+     # transposed_b gelu+silu: 104.3 s in its worker in j3), profiled in the test process with no workers
+  mkdir -p /tmp/l2 && cat >/tmp/l2/test_fp32_case.py <<'PY'
+from pytest_gemmguard import gemm_case
+
+
+@gemm_case(ops=["mm"], dtypes=["float32"], shapes=[(513, 511, 513)], layouts=["transposed_b"],
+           epilogues=["gelu+silu"], max_examples=1)
+def test_fp32_case(gemm):
+    gemm.check()
+PY
+  timeout -k 5 "${PROFILE_S:-240}" python3 -m cProfile -o /tmp/l2/fp32.prof -m pytest "${plugins[@]}" \
+    /tmp/l2/test_fp32_case.py --rootdir=/tmp/l2 --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers=0 \
+    -v >"$out/l2-fp32-case.txt" 2>&1
+  echo "rc=$?" >>"$out/l2-fp32-case.txt"
+  python3 -c "import pstats; s = pstats.Stats('/tmp/l2/fp32.prof'); s.sort_stats('cumulative').print_stats(150); \
+s.sort_stats('tottime').print_stats(30)" >"$out/l2-fp32-profile.txt" 2>&1
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "gemmguard \[triton\]|candidates|in examples|rc=" "$out/l2-fp32-case.txt" | cut -c1-170
+  grep -E "^ +[0-9]" "$out/l2-fp32-profile.txt" | grep -vE "pluggy|_pytest|hypothesis|_dynamo" | cut -c1-150 | head -45
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3 or l1" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1 or l2" >&2; exit 2 ;;
 esac
