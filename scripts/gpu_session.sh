@@ -54,6 +54,9 @@
 #                                            there at 3.17x); then the same draw with 8 compile threads per
 #                                            compile-ahead worker in place of 2, side by side
 #   l2 (nothing carried)   one float32 triton max-autotune compile (104 s in a worker in j3) profiled alone
+#   m1, m2, m3 (nothing carried)   prepared for the next session: the triton user file at the default budget
+#                                            with the cores split between workers and compile threads 7 x 2, 3 x 5,
+#                                            1 x 15
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -903,8 +906,23 @@ s.sort_stats('tottime').print_stats(30)" >"$out/l2-fp32-profile.txt" 2>&1
   grep -E "gemmguard \[triton\]|candidates|in examples|rc=" "$out/l2-fp32-case.txt" | cut -c1-170
   grep -E "^ +[0-9]" "$out/l2-fp32-profile.txt" | grep -vE "pluggy|_pytest|hypothesis|_dynamo" | cut -c1-150 | head -45
   ;;
+m1|m2|m3)  # next session, nothing carried, each call at once after the last: the triton user file at the default
+     # budget, seed 11, with the 16 cores split three ways between compile-ahead workers and Inductor's compile
+     # threads in each (m1: auto, 7 x 2; m2: 3 x 5; m3: 1 x 15), each in its own caches; did the draw stay j3's?
+  # m1 sets no TORCHINDUCTOR_COMPILE_THREADS: gemmguard's default (2 per worker, Inductor's own in the test process)
+  case $phase in m1) split="auto default" ;; m2) split="3 5" ;; m3) split="1 15" ;; esac
+  read -r workers threads <<<"$split"
+  log="$out/$phase-triton-user-w$workers.txt"
+  [ "$threads" = default ] || export TORCHINDUCTOR_COMPILE_THREADS=$threads
+  timeout -k 5 "${RUN_S:-540}" python3 -m pytest "${plugins[@]}" \
+    scripts/speed_user_tests.py --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers="$workers" -v >"$log" 2>&1
+  echo "rc=$?" >>"$log"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  echo "== workers $workers, compile threads $threads; examples not drawn ahead: $(grep -c 'not drawn ahead' "$log")"
+  grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -6
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1 or l2" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2 or m1-m3" >&2; exit 2 ;;
 esac
