@@ -8,7 +8,7 @@ Triton's TF32 does, reproduces that number here on the CPU.
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_gemmguard import fn_tolerance, oracle
@@ -34,7 +34,8 @@ def _bound(fn, case, out_dtype=None):
 
 
 def _ratio(out, expected, tol) -> float:
-    return float(((out.double() - expected).abs() / tol).max())
+    ratios = (out.double() - expected).abs() / tol
+    return float(ratios.max()) if ratios.numel() else 0.0
 
 
 def matmul(a, b):
@@ -60,6 +61,13 @@ FUNCTIONS = {
     "sigmoid": lambda a, b: torch.sigmoid(a.matmul(b)),
     "difference": lambda a, b: a @ b - (a * 0.5) @ b,
     "in place": lambda a, b: (a @ b).mul_(2).add_(1),
+    # Functions that mix a GEMM's elements: moving them all one way would cancel what a kernel's errors need not.
+    "softmax": lambda a, b: torch.softmax(a @ b, dim=-1),
+    "centered": lambda a, b: (lambda y: y - y.mean(-1, keepdim=True))(a @ b),
+    "layer_norm": lambda a, b: torch.nn.functional.layer_norm(a @ b, (b.shape[-1],)),
+    "neighbours": lambda a, b: (lambda y: y[:, 1:] - y[:, :-1])(a @ b),
+    "columns": lambda a, b: (lambda y: y[1:] - y[:-1])(a @ b),
+    "cast inside": lambda a, b: (a.float() @ b.float()).to(a.dtype),
 }
 
 
@@ -67,16 +75,19 @@ def _mm_cases(dtypes):
     return gemm_cases("cpu", ops=["mm"], dtypes=dtypes)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_mm_cases(["float32", "float16", "bfloat16"]), st.sampled_from(sorted(FUNCTIONS)))
 def test_eager_pytorch_uses_at_most_half_of_fn_s_bound(case, name):
     """Whatever epilogue the case was drawn with: the bound is fn's own."""
+    # layer_norm over a row of a few elements is ill-conditioned: its own rounding of the mean comes out
+    # divided by sqrt(var + 1e-5) (316x for one element), which no error carried into it explains.
+    assume(name != "layer_norm" or case.n >= 16)
     fn = FUNCTIONS[name]
     (a, b), expected, tol, _ = _bound(fn, case)
     assert _ratio(fn(a, b), expected, tol) < 0.5, (case, name)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.builds(
         GemmCase,
@@ -155,7 +166,7 @@ def test_a_lost_slice_of_k_and_a_wrong_element_are_caught(name):
     lost[:, :16] = 0
     assert _ratio(fn(lost, b), expected, tol) > 2
     wrong = fn(a, b).clone()
-    wrong[3, 5] += 0.05 * (1 + wrong[3, 5].abs())
+    wrong[3, 5] += 0.25 * (1 + wrong[3, 5].abs())  # bfloat16 through four roundings: 6% is within bound
     assert _ratio(wrong, expected, tol) > 1
 
 
@@ -171,16 +182,18 @@ def test_errors_of_two_gemms_that_do_not_cancel_are_allowed(monkeypatch):
     e2 = oracle.error_coefficient(k, "float32") * ((a * 0.5).abs() @ b.abs()).double() + eps * y2.abs()
     opposite = (y1 + 0.9 * e1) - (y2 - 0.9 * e2)
     assert _ratio(opposite, expected, tol) < 1
-    monkeypatch.setattr(fn_tolerance, "MAX_SITES", 1)  # plant: every site moved at once, the same way
+    monkeypatch.setattr(fn_tolerance, "_groups", lambda gemms, sites: [set(range(sites))])  # plant: all at once
     (a, b), expected, same_way, _ = _bound(fn, case)
     assert _ratio(opposite, expected, same_way) > 1
 
 
-def test_a_gemm_the_bound_cannot_see_keeps_the_case_s_bound():
-    """einsum runs as one C++ call: no GEMM is seen, so the case's bound (plus two roundings) stays."""
+def test_an_einsum_is_bounded_as_its_gemm_and_one_it_cannot_read_keeps_the_case_s_bound():
     case = GemmCase("mm", 8, 8, 32, dtype="float32", epilogue="none")
-    _, expected, tol, case_tol = _bound(lambda a, b: torch.einsum("ik,kj->ij", a, b), case)
-    assert torch.allclose(tol, case_tol + 2 * torch.finfo(torch.float32).eps * expected.abs(), rtol=0, atol=1e-30)
+    _, _, tol, _ = _bound(lambda a, b: torch.einsum("ik,kj->ij", a, b), case)
+    assert torch.allclose(tol, _bound(matmul, case)[2], rtol=1e-12, atol=0)
+    # With "..." it cannot tell K: the case's bound (plus two roundings) at least, here with a seen GEMM beside.
+    _, _, tol, case_tol = _bound(lambda a, b: torch.einsum("...k,kj->...j", a, b) + a[:, :1] @ b[:1], case)
+    assert bool((tol >= case_tol).all())
 
 
 def test_linear_addmm_and_bmm_with_their_own_bias_and_scale_are_bounded():
@@ -266,3 +279,63 @@ def test_check_fn_judges_a_kernel_within_the_gemm_bound_by_fn_s_own_bound(pytest
     result = pytester.runpytest_inprocess(*args)
     result.assert_outcomes(failed=2)
     assert "sixty-ulps-off produced a wrong result" in result.stdout.str()
+
+
+def test_casts_keyword_arguments_in_place_gemms_and_out_buffers_are_bounded():
+    """Functions written the ways users write them: each passes eagerly and fails with a lost slice of K."""
+    a = torch.randn(8, 256, dtype=torch.float32, generator=torch.Generator().manual_seed(1))
+    b = torch.randn(256, 8, dtype=torch.float32, generator=torch.Generator().manual_seed(2))
+
+    def into_out(a, b):
+        buffer = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
+        torch.matmul(a, b, out=buffer)
+        return buffer
+
+    for fn in (
+        lambda a, b: (a.half() @ b.half()).float(),
+        lambda a, b: torch.matmul(input=a, other=b),
+        lambda a, b: torch.addmm(input=a[0, :8], mat1=a, mat2=b, alpha=torch.tensor(2.0)),
+        lambda a, b: torch.zeros_like(a[:, :8]).addmm_(a, b),
+        lambda a, b: torch.nn.functional.linear(a, b[:, 0]),
+        lambda a, b: torch.nn.functional.linear(a[:, :1], b[:1].t(), bias=(a @ b).sum(0)),
+        into_out,
+    ):
+        expected, tol = fn_tolerance.bound(fn, (a, b), "float32", torch.float32, lambda: None)
+        assert _ratio(fn(a, b), expected, tol) < 0.5
+        lost = a.clone()
+        lost[:, -16:] = 0
+        assert _ratio(fn(lost, b), expected, tol) > 2
+
+
+def test_a_function_that_updates_its_inputs_is_bounded_on_fresh_copies():
+    """Each run of fn gets its own copy: a bound grown by repeated doubling would pass a result 30% off."""
+    a = torch.randn(8, 64, generator=torch.Generator().manual_seed(3))
+    b = torch.randn(64, 8, generator=torch.Generator().manual_seed(4))
+    fn = lambda a, b: a.mul_(2) @ b
+    expected, tol = fn_tolerance.bound(fn, (a, b), "float32", torch.float32, lambda: None)
+    assert _ratio(fn(a.clone(), b), expected, tol) < 0.5
+    assert _ratio(fn(a.clone(), b) * 1.3, expected, tol) > 100
+
+
+def test_a_non_floating_result_is_judged_exactly():
+    a, b = torch.randn(8, 16), torch.randn(16, 8)
+    expected, tol = fn_tolerance.bound(lambda a, b: (a @ b) > 0, (a, b), "float32", torch.bool, lambda: None)
+    assert expected.dtype == torch.bool and not bool(tol.any())
+
+
+def test_a_function_with_many_sites_still_moves_each_gemm_alone():
+    """Past MAX_SITES other sites share runs; the two GEMMs still never do (their errors would cancel)."""
+    case = GemmCase("mm", 16, 16, 64, dtype="float32")
+
+    def padded(a, b):
+        y = a @ b - (a * 0.5) @ b
+        for _ in range(3 * fn_tolerance.MAX_SITES):
+            y = y * 1.0
+        return y
+
+    (a, b), expected, tol, _ = _bound(padded, case)
+    k, eps = 64, torch.finfo(torch.float32).eps
+    y1, y2 = (a @ b).double(), ((a * 0.5) @ b).double()
+    e1 = oracle.error_coefficient(k, "float32") * (a.abs() @ b.abs()).double() + eps * y1.abs()
+    e2 = oracle.error_coefficient(k, "float32") * ((a * 0.5).abs() @ b.abs()).double() + eps * y2.abs()
+    assert _ratio((y1 + 0.9 * e1) - (y2 - 0.9 * e2), expected, tol) < 1
