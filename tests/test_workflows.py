@@ -391,7 +391,12 @@ def test_the_readme_adoption_passes_a_clean_change_and_fails_a_planted_slowdown(
     assert clean.result == "success", clean.text[-4000:]
     assert "gemmguard: verdict pass (gemm)" in clean.text
     assert "| aten | 1 | 0 |" in clean.text  # the correctness run
-    row = r"\| aten \| `mm-192x192x192-\w+-contiguous-none-matmul_relu` \| [\d.]+ \| [\d.]+ \| [^|]+ \| ok \|"
+    # On a shared runner an unchanged GEMM may measure unstable across rounds: the gate must then stay quiet
+    # (the verdict above is pass), saying so, not call it a regression (CI 2026-12-03: +37.2%, -13.7%).
+    row = (
+        r"\| aten \| `mm-192x192x192-\w+-contiguous-none-matmul_relu` \| [\d.]+ \| [\d.]+ \| [^|]+ \| "
+        r"(ok|failed in some rounds only \(not failed\)) \|"
+    )
     assert re.search(row, clean.text), clean.text[-3000:]
 
     (repo / "conftest.py").write_text(SLOWER_GEMMS)
