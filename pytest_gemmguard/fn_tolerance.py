@@ -128,9 +128,10 @@ class _Sites(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = dict(kwargs or {})
-        if func in _UNSEEN or (func is torch.einsum and _einsum_operands(args) is None):
+        readable = func is torch.einsum and _einsum_operands(args) is not None
+        if func in _UNSEEN or (func is torch.einsum and not readable):
             self.unseen += 1
-        if func in _GEMMS or (func is torch.einsum and _einsum_operands(args) is not None):
+        if func in _GEMMS or readable:
             out, error = self._gemm(func, args, kwargs)
             self.gemm_sites.append(self.sites)
         else:

@@ -170,17 +170,23 @@ def test_a_lost_slice_of_k_and_a_wrong_element_are_caught(name):
     assert _ratio(wrong, expected, tol) > 1
 
 
+def _erring_opposite_ways(a, b):
+    """a @ b - (a * 0.5) @ b from two float32 GEMMs each 0.9 of its own bound off, one up and one down: what a
+    correct kernel may return, and what moving both GEMMs the same way would cancel."""
+    k, eps = a.shape[-1], torch.finfo(torch.float32).eps
+    y1, y2 = (a @ b).double(), ((a * 0.5) @ b).double()
+    e1 = oracle.error_coefficient(k, "float32") * (a.abs() @ b.abs()).double() + eps * y1.abs()
+    e2 = oracle.error_coefficient(k, "float32") * ((a * 0.5).abs() @ b.abs()).double() + eps * y2.abs()
+    return (y1 + 0.9 * e1) - (y2 - 0.9 * e2)
+
+
 def test_errors_of_two_gemms_that_do_not_cancel_are_allowed(monkeypatch):
     """Two GEMMs subtracted: a correct kernel may err up on one and down on the other. Moving both GEMMs
     the same way would cancel the errors and fail it; each site's own run is what passes it."""
     case = GemmCase("mm", 16, 16, 64, dtype="float32")
     fn = FUNCTIONS["difference"]
     (a, b), expected, tol, _ = _bound(fn, case)
-    y1, y2 = (a @ b).double(), ((a * 0.5) @ b).double()
-    k, eps = 64, torch.finfo(torch.float32).eps
-    e1 = oracle.error_coefficient(k, "float32") * (a.abs() @ b.abs()).double() + eps * y1.abs()
-    e2 = oracle.error_coefficient(k, "float32") * ((a * 0.5).abs() @ b.abs()).double() + eps * y2.abs()
-    opposite = (y1 + 0.9 * e1) - (y2 - 0.9 * e2)
+    opposite = _erring_opposite_ways(a, b)
     assert _ratio(opposite, expected, tol) < 1
     monkeypatch.setattr(fn_tolerance, "_groups", lambda gemms, sites: [set(range(sites))])  # plant: all at once
     (a, b), expected, same_way, _ = _bound(fn, case)
@@ -334,8 +340,4 @@ def test_a_function_with_many_sites_still_moves_each_gemm_alone():
         return y
 
     (a, b), expected, tol, _ = _bound(padded, case)
-    k, eps = 64, torch.finfo(torch.float32).eps
-    y1, y2 = (a @ b).double(), ((a * 0.5) @ b).double()
-    e1 = oracle.error_coefficient(k, "float32") * (a.abs() @ b.abs()).double() + eps * y1.abs()
-    e2 = oracle.error_coefficient(k, "float32") * ((a * 0.5).abs() @ b.abs()).double() + eps * y2.abs()
-    assert _ratio((y1 + 0.9 * e1) - (y2 - 0.9 * e2), expected, tol) < 1
+    assert _ratio(_erring_opposite_ways(a, b), expected, tol) < 1
