@@ -158,8 +158,9 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         queue_ahead(session, p, backend, test_id)
     try:
         # Each shrink step is a compile (seconds on a GPU): Hypothesis's own five minutes per failing test
-        # would make a red run an hour long. The failure is reported either way.
-        with hypothesis_compat.shrink_time_limit(options.shrink_s):
+        # would make a red run an hour long. The failure is reported either way. No literals from whatever
+        # modules the session has loaded by now: the seed alone decides the cases, as in the draw beforehand.
+        with hypothesis_compat.shrink_time_limit(options.shrink_s), hypothesis_compat.fixed_constants():
             for run in runs:
                 run()
     except BaseException as exc:
@@ -252,7 +253,8 @@ def _drawn(strategy, n: int, seed: int, shared: dict) -> list[GemmCase]:
         out.append(case)
 
     draw = settings(max_examples=n, report_multiple_bugs=False, database=None, **shared)(given(case=strategy)(record))
-    hypothesis.seed(seed)(draw)()
+    with hypothesis_compat.fixed_constants():
+        hypothesis.seed(seed)(draw)()
     return out
 
 

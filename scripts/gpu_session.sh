@@ -54,9 +54,13 @@
 #                                            there at 3.17x); then the same draw with 8 compile threads per
 #                                            compile-ahead worker in place of 2, side by side
 #   l2 (nothing carried)   one float32 triton max-autotune compile (104 s in a worker in j3) profiled alone
-#   m1, m2, m3 (nothing carried)   prepared for the next session: the triton user file at the default budget
-#                                            with the cores split between workers and compile threads 7 x 2, 3 x 5,
-#                                            1 x 15
+#   m1, m2 (nothing carried)   (2026-12-04 14:0x): the triton user file at the default budget with the cores
+#                                            split between workers and compile threads 7 x 2, then 3 x 5 (m3: 1 x 15,
+#                                            not run); m2 drew other cases than m1 with the same seed
+#   o1 (nothing carried)   after the fix of that (Hypothesis's local constants): the same file, same seed, 7 x 2 and
+#                                            3 x 5 back to back in one call, each in its own caches; the same draw?
+#   o2 (.gpu/a), o3 (.gpu/b .gpu/cutlass_api_src), o4 (.gpu/cutlass_api_src)   the README main job under
+#                                            check(fn)'s own bound and the fixed draw, alone on the machine
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -925,8 +929,40 @@ m1|m2|m3)  # next session, nothing carried, each call at once after the last: th
   cat "$log.db"
   grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -6
   ;;
+o1)  # nothing carried: m1 and m2 again in one call, after fixed_constants (a seed now draws the same cases
+     # whatever modules are loaded): the default split (7 workers x 2 compile threads), then 3 x 5
+  for split in "auto default" "3 5"; do
+    read -r workers threads <<<"$split"
+    log="$out/o1-triton-user-w$workers.txt"
+    echo "hypothesis database files before the run: $(find .hypothesis -type f 2>/dev/null | wc -l)" >"$log.db"
+    ( [ "$threads" = default ] || export TORCHINDUCTOR_COMPILE_THREADS=$threads
+      timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
+        --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers="$workers" -v >"$log" 2>&1
+      echo "rc=$?" >>"$log" )
+  done
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  for workers in auto 3; do
+    log="$out/o1-triton-user-w$workers.txt"
+    echo "== workers $workers; examples not drawn ahead: $(grep -c 'not drawn ahead' "$log")"
+    cat "$log.db"
+    grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -5
+  done
+  cmp -s <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$out/o1-triton-user-wauto.txt") \
+    <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$out/o1-triton-user-w3.txt") && echo "same cases and verdicts" \
+    || echo "the runs' cases or verdicts differ"
+  ;;
+o2) exec bash "$0" w1 ;;  # stage the first half
+o3)  # at once after o2 (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; the README main job in the background
+  # shellcheck disable=SC1091
+  source .gpu/b/install.sh || exit 3
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
+  main_job_in_background
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -12
+  ;;
+o4) exec bash "$0" g3 ;;  # at once after o3 (carry .gpu/cutlass_api_src): the main job's end
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2 or m1-m3" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3 or o1-o4" >&2; exit 2 ;;
 esac

@@ -116,3 +116,46 @@ def test_inputs_are_deterministic_and_weights_do_not_depend_on_m():
 def test_extras_after_a_cast_take_the_cast_dtype():
     inputs = build_inputs(GemmCase("mm", 4, 5, 6, dtype="float32", epilogue="bias+cast+residual"), "cpu")
     assert inputs.extras["epi_bias"].dtype == torch.float32 and inputs.extras["residual"].dtype == torch.bfloat16
+
+
+MAGIC = "".join(f"SIZE_{i} = {(i * 7919) % 4093 + 1}\n" for i in range(400))  # literals a drawn size could take
+
+SEEDED_FILE = """
+import os
+import sys
+
+from pytest_gemmguard import gemm_case
+
+
+@gemm_case(max_examples=40)
+def test_draws(gemm):
+    if "magic_sizes" not in sys.modules:  # a module loaded mid-run, as a compile loads generated code
+        sys.path.insert(0, os.environ["MAGIC_DIR"])
+        import magic_sizes  # noqa: F401
+    with open(os.environ["SEEN_FILE"], "a") as f:
+        f.write(gemm.case.describe() + "\\n")
+"""
+
+
+def test_a_seed_draws_the_same_cases_whatever_modules_are_loaded(pytester, tmp_path, monkeypatch):
+    """Hypothesis now and then draws a literal found in the local modules loaded at that moment; a session
+    loads more of them as it goes (gemmguard's own modules, generated code), so the draw made beforehand for
+    compile-ahead and the test's own draw with the same seed could part (on the H200 from `test_any`'s 10th
+    example). Both draw without those literals: the cases are the seed's alone."""
+    from pytest_gemmguard.explore import SHARED, _drawn
+    from pytest_gemmguard.space import case_space
+    from pytest_gemmguard.strategies import cases_in
+
+    (tmp_path / "magic").mkdir()
+    (tmp_path / "magic" / "magic_sizes.py").write_text(MAGIC)
+    seen = tmp_path / "seen.txt"
+    monkeypatch.setenv("MAGIC_DIR", str(tmp_path / "magic"))
+    monkeypatch.setenv("SEEN_FILE", str(seen))
+    pytester.makepyfile(SEEDED_FILE)
+    result = pytester.runpytest_subprocess("--gemm-backends=aten", "--gemm-seed=7", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    ran = seen.read_text().splitlines()
+    space = case_space("test_draws", max_examples=40)
+    explicit = regime_tour(space, "cpu", 7)[:39]
+    drawn = [c.describe() for c in _drawn(cases_in(space, "cpu", 7), 40 - len(explicit), 7, SHARED)]
+    assert len(drawn) > 20 and ran[: len(drawn)] == drawn

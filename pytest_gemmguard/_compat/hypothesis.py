@@ -10,6 +10,12 @@
   (read when shrinking starts; no public setting bounds it), and `hypothesis.reporting.with_reporter`, to say
   in gemmguard's words when that limit stopped it (Hypothesis's own message speaks of five minutes and asks
   for a bug report).
+- `hypothesis.internal.conjecture.providers._get_local_constants` and `CONSTANTS_CACHE` (Hypothesis 6.131 and
+  later): now and then an integer draw takes a literal found in the "local" modules loaded at that moment
+  (not site-packages: gemmguard's own modules in a checkout, generated code). Which modules are loaded
+  changes as a session compiles, so a seeded draw made at collection and the test's own draw later could
+  differ (the H200 run m2 of 2026-12-04: the user file's `test_any` drew other cases from its 10th example);
+  `fixed_constants` keeps that pool empty while gemmguard draws.
 """
 
 from __future__ import annotations
@@ -93,3 +99,31 @@ def shrink_time_limit(seconds: float | None) -> Iterator[bool]:
             yield True
     finally:
         engine.MAX_SHRINKING_SECONDS = old
+
+
+@contextlib.contextmanager
+def fixed_constants() -> Iterator[None]:
+    """While the block runs, Hypothesis draws no literals from the modules this process happens to have
+    loaded (its global constants stay): a seed then gives the same cases whatever ran before. A no-op on a
+    Hypothesis without local constants."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - every supported Hypothesis has it
+        yield
+        return
+    original = getattr(providers, "_get_local_constants", None)
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+    if original is None or not hasattr(cache, "clear") or not hasattr(providers, "Constants"):
+        yield
+        return
+    empty = providers.Constants()
+
+    # The cache holds (global, local) pools per constraint, filled from whatever pool was current: cleared on
+    # the way in and out, so neither gemmguard's draws nor the user's own Hypothesis tests see the other's.
+    cache.clear()
+    providers._get_local_constants = lambda: empty
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        cache.clear()
