@@ -23,6 +23,12 @@ cases carry it (travel.py: a lambda's code and the values it reads), so a worker
 Before that, or for a function that cannot travel, the worker compiles the case's own GEMM: a function
 computing the same GEMM still finds the autotuning results and kernels cached.
 
+Workers take the queued cases in the test's order, with one exception: a kind of case (backend and dtype)
+seen to compile slowly starts early, as soon as waiting for its turn would leave the test waiting for it.
+On the H200 a float32 Triton max-autotune compile takes 30-120 s where a bfloat16 one takes 2-20 s
+(BENCHMARKS.md); started in its turn, the one slow case had the test wait while the other workers ran ahead
+on cases needed minutes later. A case the test process waits for now is always next.
+
 Autotuning in several processes shares the GPU, so the winning config can differ from a serial run (the
 verdict cannot: every case is still checked); benchmarks never use the pool. Each worker gets a share of
 the cores for Inductor's own compile pool (`worker_env`).
@@ -90,13 +96,16 @@ class Job:
     tag: str  # the test it belongs to: its queued jobs are dropped when the test ends
     line: str
     seq: int = 0  # submission order: the order the test will run its cases
+    kind: tuple = ()  # (backend, dtype): the cases whose compile times predict this one's
     state: str = "queued"  # queued -> running -> done
+    wanted: bool = False  # the test process waits for it now: next, whatever else is queued
     result: dict = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
 
 
 class AheadPool:
-    """Worker processes that compile queued cases into the session's caches, in the order submitted."""
+    """Worker processes that compile queued cases into the session's caches, in the order submitted unless
+    a slow kind of case must start early to be ready in its turn (`_next`)."""
 
     def __init__(self, workers: int, progress: Callable[[str], None] | None = None, log_dir: str | None = None):
         self.workers = workers
@@ -114,6 +123,7 @@ class AheadPool:
         self._running = 0
         self._next_id = 0
         self._functions: dict[tuple[str, str], dict] = {}  # (tag, backend) -> the test's own function
+        self._took: dict[tuple, list[float]] = collections.defaultdict(list)  # Job.kind -> seconds per job
         self.stats = collections.Counter()
 
     # ------------------------------------------------------------------ the test process's side
@@ -138,7 +148,7 @@ class AheadPool:
                                    "dynamic": dynamic, "backend_module": backend_module,
                                    "backend_file": backend_file, "timeout_s": timeout_s,
                                    "all_choices": all_choices, "fn": fn})  # fmt: skip
-                job = Job(key, tag, line, self._next_id)
+                job = Job(key, tag, line, self._next_id, kind=(backend, case.dtype))
                 self._jobs[key] = job
                 if first:
                     self._queue.appendleft(job)
@@ -178,7 +188,7 @@ class AheadPool:
                     continue
                 self._next_id += 1
                 line = json.dumps({**json.loads(job.line), "fn": fn, "id": self._next_id})
-                again = Job(key, tag, line, job.seq)
+                again = Job(key, tag, line, job.seq, kind=job.kind)
                 self._jobs[key] = again
                 mine.append(again)
                 self.stats["requeued_with_function"] += 1
@@ -204,6 +214,7 @@ class AheadPool:
         self.submit(backend, [case], tag, first=True, **job)
         with self._lock:
             found = self._jobs[key]
+            found.wanted = True
         started = time.perf_counter()
         limit = job.get("timeout_s") or None
         if not found.done.wait(limit + 60 if limit else None):
@@ -276,10 +287,37 @@ class AheadPool:
                 self._lock.wait()
             if self._closing:
                 return None
-            job = self._queue.popleft()
+            i = self._next()
+            job = self._queue[i]
+            del self._queue[i]
+            if i:
+                self.stats["started_early"] += 1
             job.state = "running"
             self._running += 1
             return job
+
+    def _next(self) -> int:
+        """Where in the queue the next job to start is (the lock held): the one with the least slack, the time
+        until its turn comes less the time it takes, both estimated from the jobs of each kind done so far.
+        Its turn comes once the jobs ahead of it are done, `workers` at a time. Where every kind takes as long
+        (or nothing is known yet) that is the first in line, as submitted; a job the test process waits for
+        goes first whatever the estimates say."""
+        for i, job in enumerate(self._queue):
+            if job.wanted:
+                return i
+        done = [s for times in self._took.values() for s in times]
+        if not done:
+            return 0
+        typical = sum(done) / len(done)
+        best, least, ahead = 0, float("inf"), 0.0
+        for i, job in enumerate(self._queue):
+            times = self._took.get(job.kind)
+            took = sum(times) / len(times) if times else typical
+            slack = ahead / self.workers - took
+            if slack < least:
+                best, least = i, slack
+            ahead += took
+        return best
 
     def _shut(self) -> None:
         with self._lock:
@@ -307,6 +345,8 @@ class AheadPool:
             finally:  # whatever went wrong here, whoever waits for the job is released
                 result["ahead_s"] = round(time.perf_counter() - started, 3)
                 self.stats[result.get("status", "?")] += 1
+                with self._lock:
+                    self._took[job.kind].append(result["ahead_s"])
                 job.result = result
                 job.state = "done"
                 job.done.set()

@@ -611,3 +611,39 @@ def test_a_case_nobody_queued_is_told_apart_from_one_drawn_ahead():
         assert pool.vet("aten", late, "t")["queued_ahead"] is False  # a worker started on it when asked
     finally:
         pool.close()
+
+
+def _queue_of(pool: ahead.AheadPool, kinds: list[str]) -> None:
+    jobs = [ahead.Job(("triton", i, ""), "t", "{}", i, kind=("triton", kind)) for i, kind in enumerate(kinds)]
+    pool._queue.extend(jobs)
+
+
+def test_a_slow_kind_of_case_starts_early_enough_to_be_ready_in_its_turn():
+    """The H200 run of 2026-12-04 (o1): a float32 addmm took its worker 116 s and started in its turn, so the
+    test waited 51.5 s for it while six workers compiled bfloat16 cases needed minutes later. Once float32
+    is seen to take 40 s and bfloat16 1 s, the float32 case four places back starts first; one a hundred
+    places back waits for its turn; and where every kind takes as long the order is the test's."""
+    pool = ahead.AheadPool(2)  # never started: only its choice of the next job is under test
+    _queue_of(pool, ["bfloat16"] * 4 + ["float32"])
+    assert pool._next() == 0  # nothing known yet: the test's order
+    pool._took[("triton", "bfloat16")] += [1.0, 1.2, 0.8]
+    pool._took[("triton", "float32")] += [40.0]
+    assert pool._next() == 4  # 4 x 1 s ahead of it on 2 workers: its turn in 2 s, 40 s to compile
+    pool._queue.clear()
+    _queue_of(pool, ["bfloat16"] * 100 + ["float32"])
+    assert pool._next() == 0  # its turn in 50 s: time enough to start it later
+    pool._queue.clear()
+    _queue_of(pool, ["bfloat16"] * 5)
+    assert pool._next() == 0
+    pool._queue[3].wanted = True  # the test process waits for this one now
+    pool._queue.append(ahead.Job(("triton", 9, ""), "t", "{}", 9, kind=("triton", "float32")))
+    assert pool._next() == 3
+
+
+def test_a_kind_never_seen_is_taken_as_typical():
+    pool = ahead.AheadPool(1)
+    pool._took[("triton", "bfloat16")] += [2.0, 2.0]
+    _queue_of(pool, ["bfloat16", "float16", "bfloat16"])
+    assert pool._next() == 0  # float16 counts as the 2 s every job took so far: no reason to reorder
+    pool._took[("triton", "float16")] += [30.0]
+    assert pool._next() == 1
