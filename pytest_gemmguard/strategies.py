@@ -140,11 +140,15 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
     # that its op takes: rows go on until every item of every list ran (float8 rows can only take the
     # scaled ops' layout, so another op's row catches the layout they skipped).
     rows = max(len(ops), len(dtypes), len(layouts), len(chains), len(sizes))
+    # What the space's ops can take at all: a dtype or layout none of them takes (float8 in a space of `mm`)
+    # is never visited, and waiting for it would only repeat rows.
+    takes = [(d, lay) for o in ops for d in dtypes for lay in layouts if op_takes(o, d, lay)]
+    reachable_dtypes, reachable_layouts = {d for d, _ in takes}, {lay for _, lay in takes}
     seen_dtypes: set[str] = set()
     seen_layouts: set[str] = set()
     tour: list[GemmCase] = []
     for i in range(3 * rows):
-        if i >= rows and seen_dtypes >= set(dtypes) and seen_layouts >= set(layouts):
+        if i >= rows and seen_dtypes >= reachable_dtypes and seen_layouts >= reachable_layouts:
             break
         op = ops[i % len(ops)]
         # valid_ops kept only ops that suit at least one explicit shape, so `fitting` is never empty.
@@ -163,7 +167,9 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
         layout = _first_unvisited([lay for lay in layouts if op_takes(op, dtype, lay)], seen_layouts, i)
         seen_dtypes.add(dtype)
         seen_layouts.add(layout)
-        tour.append(GemmCase(op, m, n, k, batch, dtype, layout, chains[i % len(chains)], seed))
+        case = GemmCase(op, m, n, k, batch, dtype, layout, chains[i % len(chains)], seed)
+        if case not in tour:  # a repeat would spend an example of the budget on a case already checked
+            tour.append(case)
     return tour
 
 
