@@ -27,7 +27,9 @@ Workers take the queued cases in the test's order, with one exception: a kind of
 seen to compile slowly starts early, as soon as waiting for its turn would leave the test waiting for it.
 On the H200 a float32 Triton max-autotune compile takes 30-120 s where a bfloat16 one takes 2-20 s
 (BENCHMARKS.md); started in its turn, the one slow case had the test wait while the other workers ran ahead
-on cases needed minutes later. A case the test process waits for now is always next.
+on cases needed minutes later. A case the test process waits for now is next, unless a worker is compiling
+the same case already (its bare GEMM, queued before the test's function was known): no case is compiled in
+two workers at once, the second compile waits and finds the first one's autotuning and kernels cached.
 
 Autotuning in several processes shares the GPU, so the winning config can differ from a serial run (the
 verdict cannot: every case is still checked); benchmarks never use the pool. Each worker gets a share of
@@ -124,6 +126,7 @@ class AheadPool:
         self._next_id = 0
         self._functions: dict[tuple[str, str], dict] = {}  # (tag, backend) -> the test's own function
         self._took: dict[tuple, list[float]] = collections.defaultdict(list)  # Job.kind -> seconds per job
+        self._compiling: collections.Counter = collections.Counter()  # (backend, case) -> workers on it now
         self.stats = collections.Counter()
 
     # ------------------------------------------------------------------ the test process's side
@@ -283,38 +286,47 @@ class AheadPool:
 
     def _take(self) -> Job | None:
         with self._lock:
-            while (not self._queue or self._paused) and not self._closing:
+            i = None
+            while not self._closing:
+                i = self._next() if self._queue and not self._paused else None
+                if i is not None:
+                    break
                 self._lock.wait()
-            if self._closing:
+            if self._closing or i is None:
                 return None
-            i = self._next()
             job = self._queue[i]
             del self._queue[i]
             if i:
                 self.stats["started_early"] += 1
             job.state = "running"
             self._running += 1
+            self._compiling[job.key[:2]] += 1
             return job
 
-    def _next(self) -> int:
-        """Where in the queue the next job to start is (the lock held): the one with the least slack, the time
-        until its turn comes less the time it takes, both estimated from the jobs of each kind done so far.
-        Its turn comes once the jobs ahead of it are done, `workers` at a time. Where every kind takes as long
-        (or nothing is known yet) that is the first in line, as submitted; a job the test process waits for
-        goes first whatever the estimates say."""
-        for i, job in enumerate(self._queue):
-            if job.wanted:
+    def _next(self) -> int | None:
+        """Where in the queue the next job to start is (the lock held), or None when no queued job may start
+        now. A job whose case a worker is compiling already (the bare GEMM, queued before the test's own
+        function was known) waits for that compile: it then finds its autotuning and kernels in the session's
+        caches instead of doing the same work beside it. Of the others: one the test process waits for, else
+        the one with the least slack, the time until its turn comes less the time it takes, both estimated
+        from the jobs of each kind done so far. Its turn comes once the jobs ahead of it are done, `workers`
+        at a time. Where every kind takes as long (or nothing is known yet) that is the first in line."""
+        free = [i for i, job in enumerate(self._queue) if not self._compiling[job.key[:2]]]
+        if not free:
+            return None
+        for i in free:
+            if self._queue[i].wanted:
                 return i
         done = [s for times in self._took.values() for s in times]
         if not done:
-            return 0
+            return free[0]
         typical = sum(done) / len(done)
-        best, least, ahead = 0, float("inf"), 0.0
+        best, least, ahead = free[0], float("inf"), 0.0
         for i, job in enumerate(self._queue):
             times = self._took.get(job.kind)
             took = sum(times) / len(times) if times else typical
             slack = ahead / self.workers - took
-            if slack < least:
+            if slack < least and not self._compiling[job.key[:2]]:
                 best, least = i, slack
             ahead += took
         return best
@@ -352,6 +364,7 @@ class AheadPool:
                 job.done.set()
                 with self._lock:
                     self._running -= 1
+                    self._compiling[job.key[:2]] -= 1
                     self._lock.notify_all()
 
     def _run(self, slot: int, proc: subprocess.Popen, job: Job) -> dict:

@@ -647,3 +647,21 @@ def test_a_kind_never_seen_is_taken_as_typical():
     assert pool._next() == 0  # float16 counts as the 2 s every job took so far: no reason to reorder
     pool._took[("triton", "float16")] += [30.0]
     assert pool._next() == 1
+
+
+def test_a_case_a_worker_compiles_already_waits_for_that_compile():
+    """The test's own function becomes known when the test starts: its cases are queued again with it, also
+    those a worker is compiling bare right then. Compiled beside it, the same autotuning is done twice (on the
+    H200 a float32 case took 108 s in o5); after it, from the caches. So the second waits, even when the
+    test process wants it now, and a worker takes other work meanwhile, or none."""
+    pool = ahead.AheadPool(2)  # never started: only its choice of the next job is under test
+    case, other = ("triton", "mm 513 float32"), ("triton", "mm 64 bfloat16")
+    pool._queue.append(ahead.Job((*case, "fn"), "t", "{}", 0, kind=("triton", "float32"), wanted=True))
+    pool._queue.append(ahead.Job((*other, ""), "t", "{}", 1, kind=("triton", "bfloat16")))
+    assert pool._next() == 0
+    pool._compiling[case] += 1  # the bare compile of the same case is running
+    assert pool._next() == 1
+    pool._queue.pop()
+    assert pool._next() is None  # nothing else to do: the worker waits for the bare compile to end
+    pool._compiling[case] -= 1
+    assert pool._next() == 0
