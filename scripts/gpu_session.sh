@@ -62,6 +62,8 @@
 #   o2 (.gpu/a), o3 (.gpu/b .gpu/cutlass_api_src), o4 (.gpu/cutlass_api_src)   the README main job under
 #                                            check(fn)'s own bound and the fixed draw, alone on the machine
 #   o5 (nothing carried)   o1's first run again (7 x 2) after the pool starts a slow kind of case early
+#   o6 (nothing carried)   prepared for the next session: o1 again (both splits, one draw, logs o1-*) at the tour
+#                                            without repeats and with no case compiled in two workers at once
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -971,8 +973,9 @@ o5)  # nothing carried: o1's default split again, the pool now starting slow kin
   echo "== examples not drawn ahead: $(grep -c 'not drawn ahead' "$log")"
   grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -5
   ;;
+o6) exec bash "$0" o1 ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3 or o1-o5" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3 or o1-o6" >&2; exit 2 ;;
 esac
