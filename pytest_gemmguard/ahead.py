@@ -23,13 +23,13 @@ cases carry it (travel.py: a lambda's code and the values it reads), so a worker
 Before that, or for a function that cannot travel, the worker compiles the case's own GEMM: a function
 computing the same GEMM still finds the autotuning results and kernels cached.
 
-Workers take the queued cases in the test's order, with one exception: a kind of case (backend and dtype)
+Workers take the queued cases in the test's order, with two exceptions. A kind of case (backend and dtype)
 seen to compile slowly starts early, as soon as waiting for its turn would leave the test waiting for it.
 On the H200 a float32 Triton max-autotune compile takes 30-120 s where a bfloat16 one takes 2-20 s
 (BENCHMARKS.md); started in its turn, the one slow case had the test wait while the other workers ran ahead
-on cases needed minutes later. A case the test process waits for now is next, unless a worker is compiling
-the same case already (its bare GEMM, queued before the test's function was known): no case is compiled in
-two workers at once, the second compile waits and finds the first one's autotuning and kernels cached.
+on cases needed minutes later. And no case is compiled in two workers at once: a case queued again with the
+test's function while a worker compiles its bare GEMM waits for that compile, then finds its autotuning and
+kernels cached. A case the test process waits for now goes next, unless it waits so.
 
 Autotuning in several processes shares the GPU, so the winning config can differ from a serial run (the
 verdict cannot: every case is still checked); benchmarks never use the pool. Each worker gets a share of
@@ -100,14 +100,17 @@ class Job:
     seq: int = 0  # submission order: the order the test will run its cases
     kind: tuple = ()  # (backend, dtype): the cases whose compile times predict this one's
     state: str = "queued"  # queued -> running -> done
-    wanted: bool = False  # the test process waits for it now: next, whatever else is queued
+    wanted: bool = False  # the test process waits for it now: next, unless its case is compiling elsewhere
+    again: bool = False  # its case was compiled (or started) by an earlier job: the caches serve most of it
     result: dict = field(default_factory=dict)
+    started: threading.Event = field(default_factory=threading.Event)  # a worker took it (or the pool closed)
     done: threading.Event = field(default_factory=threading.Event)
 
 
 class AheadPool:
     """Worker processes that compile queued cases into the session's caches, in the order submitted unless
-    a slow kind of case must start early to be ready in its turn (`_next`)."""
+    a slow kind of case must start early to be ready in its turn, never one case in two workers at once
+    (`_next`)."""
 
     def __init__(self, workers: int, progress: Callable[[str], None] | None = None, log_dir: str | None = None):
         self.workers = workers
@@ -127,21 +130,23 @@ class AheadPool:
         self._functions: dict[tuple[str, str], dict] = {}  # (tag, backend) -> the test's own function
         self._took: dict[tuple, list[float]] = collections.defaultdict(list)  # Job.kind -> seconds per job
         self._compiling: collections.Counter = collections.Counter()  # (backend, case) -> workers on it now
+        self._started_cases: set[tuple] = set()  # (backend, case) of every job a worker took
         self.stats = collections.Counter()
 
     # ------------------------------------------------------------------ the test process's side
     def submit(self, backend: str, cases: list, tag: str, dynamic: bool = False, backend_module: str = "",
                timeout_s: float = 0.0, first: bool = False, backend_file: str = "",
-               all_choices: bool = True) -> None:  # fmt: skip
+               all_choices: bool = True, wanted: bool = False) -> None:  # fmt: skip
         """Queue `cases` for compiling ahead through `backend` (a case already queued or done is skipped);
-        `first`: ahead of everything queued (a case the test process needs now). The test's own function
-        goes with them once `attach` has it."""
+        `first`: ahead of everything queued; `wanted`: the test process waits for them now (set before any
+        worker can look). The test's own function goes with them once `attach` has it."""
         with self._lock:
             fn = self._functions.get((tag, backend))
             for case in reversed(cases) if first else cases:
                 key = (backend, case, fn["digest"] if fn else "")
                 if key in self._jobs:
                     known = self._jobs[key]
+                    known.wanted = known.wanted or wanted
                     if first and known.state == "queued":  # needed now: ahead of whatever was queued before it
                         self._queue.remove(known)
                         self._queue.appendleft(known)
@@ -151,7 +156,7 @@ class AheadPool:
                                    "dynamic": dynamic, "backend_module": backend_module,
                                    "backend_file": backend_file, "timeout_s": timeout_s,
                                    "all_choices": all_choices, "fn": fn})  # fmt: skip
-                job = Job(key, tag, line, self._next_id, kind=(backend, case.dtype))
+                job = Job(key, tag, line, self._next_id, kind=(backend, case.dtype), wanted=wanted)
                 self._jobs[key] = job
                 if first:
                     self._queue.appendleft(job)
@@ -214,13 +219,15 @@ class AheadPool:
             fn = self._functions.get((tag, backend))
             key = (backend, case, fn["digest"] if fn else "")
             queued = key in self._jobs  # drawn ahead (or asked for before); False: a worker starts on it now
-        self.submit(backend, [case], tag, first=True, **job)
+        self.submit(backend, [case], tag, first=True, wanted=True, **job)
         with self._lock:
             found = self._jobs[key]
-            found.wanted = True
         started = time.perf_counter()
         limit = job.get("timeout_s") or None
-        if not found.done.wait(limit + 60 if limit else None):
+        bound = limit + 60 if limit else None
+        # Two bounds: until a worker takes it (it may wait for the same case's compile in another worker,
+        # which has the same timeout), then its own compile.
+        if not found.started.wait(bound) or not found.done.wait(bound):
             self.stats["waited_out"] += 1
             return None
         self.stats["waited_s"] += time.perf_counter() - started
@@ -292,15 +299,18 @@ class AheadPool:
                 if i is not None:
                     break
                 self._lock.wait()
-            if self._closing or i is None:
+            if i is None:  # the pool is closing
                 return None
             job = self._queue[i]
             del self._queue[i]
             if i:
-                self.stats["started_early"] += 1
+                self.stats["out_of_order"] += 1
             job.state = "running"
+            job.again = job.key[:2] in self._started_cases
+            self._started_cases.add(job.key[:2])
             self._running += 1
             self._compiling[job.key[:2]] += 1
+            job.started.set()
             return job
 
     def _next(self) -> int | None:
@@ -309,8 +319,9 @@ class AheadPool:
         function was known) waits for that compile: it then finds its autotuning and kernels in the session's
         caches instead of doing the same work beside it. Of the others: one the test process waits for, else
         the one with the least slack, the time until its turn comes less the time it takes, both estimated
-        from the jobs of each kind done so far. Its turn comes once the jobs ahead of it are done, `workers`
-        at a time. Where every kind takes as long (or nothing is known yet) that is the first in line."""
+        from the first compiles of each kind's cases so far (a case compiled before counts as a cache hit,
+        no time). Its turn comes once the jobs ahead of it are done, `workers` at a time. Where every kind
+        takes as long (or nothing is known yet) that is the first free one in line."""
         free = [i for i, job in enumerate(self._queue) if not self._compiling[job.key[:2]]]
         if not free:
             return None
@@ -321,12 +332,13 @@ class AheadPool:
         if not done:
             return free[0]
         typical = sum(done) / len(done)
+        eligible = set(free)
         best, least, ahead = free[0], float("inf"), 0.0
         for i, job in enumerate(self._queue):
             times = self._took.get(job.kind)
-            took = sum(times) / len(times) if times else typical
+            took = 0.0 if job.key[:2] in self._started_cases else sum(times) / len(times) if times else typical
             slack = ahead / self.workers - took
-            if slack < least and not self._compiling[job.key[:2]]:
+            if slack < least and i in eligible:
                 best, least = i, slack
             ahead += took
         return best
@@ -336,6 +348,7 @@ class AheadPool:
             self._closing = True
             self._lock.notify_all()
             for job in self._queue:  # nobody will compile them: release whoever waits
+                job.started.set()
                 job.done.set()
             self._queue.clear()
 
@@ -358,13 +371,16 @@ class AheadPool:
                 result["ahead_s"] = round(time.perf_counter() - started, 3)
                 self.stats[result.get("status", "?")] += 1
                 with self._lock:
-                    self._took[job.kind].append(result["ahead_s"])
+                    if not job.again:  # a case compiled before is mostly a cache hit: it says little of its kind
+                        self._took[job.kind].append(result["ahead_s"])
                 job.result = result
                 job.state = "done"
                 job.done.set()
                 with self._lock:
                     self._running -= 1
                     self._compiling[job.key[:2]] -= 1
+                    if self._compiling[job.key[:2]] <= 0:
+                        del self._compiling[job.key[:2]]
                     self._lock.notify_all()
 
     def _run(self, slot: int, proc: subprocess.Popen, job: Job) -> dict:

@@ -665,3 +665,54 @@ def test_a_case_a_worker_compiles_already_waits_for_that_compile():
     assert pool._next() is None  # nothing else to do: the worker waits for the bare compile to end
     pool._compiling[case] -= 1
     assert pool._next() == 0
+
+
+def test_the_same_case_queued_with_the_function_starts_after_its_bare_compile():
+    """Real workers: the bare compile of a case is running when the test's function arrives. The case is
+    queued again with it, and although a second worker is idle and the test process wants it, it starts only
+    once the bare compile ended; its time, mostly cache hits, is not taken as its kind's."""
+    import threading
+
+    from pytest_gemmguard import travel
+    from pytest_gemmguard.cases import GemmCase
+
+    case = GemmCase("mm", 7, 9, 11, dtype="float32")
+    pool = ahead.AheadPool(2)
+    try:
+        warm = [GemmCase("mm", m, 8, 8, dtype="bfloat16") for m in (2, 3)]  # both workers up and idle
+        pool.submit("aten", warm, "w")
+        assert all(pool._jobs[("aten", c, "")].done.wait(300) for c in warm)
+        pool.submit("aten", [case], "t")
+        bare = pool._jobs[("aten", case, "")]
+        assert bare.started.wait(300)
+        fn, why = travel.pack(lambda a, b: a @ b)
+        assert fn is not None, why
+        pool.attach("t", "aten", fn)
+        again = pool._jobs[("aten", case, fn["digest"])]
+        when_it_started: list[bool] = []  # was the bare compile done when the second one started?
+        watcher = threading.Thread(
+            target=lambda: when_it_started.append(again.started.wait(300) and bare.done.is_set())
+        )
+        watcher.start()
+        assert not bare.done.is_set()  # attached while the bare compile ran
+        seen = pool.vet("aten", case, "t")
+        watcher.join()
+        assert seen is not None and seen["status"] == "ok", seen
+        assert when_it_started == [True] and again.again and not bare.again
+        # only the bare compile taught the pool how long a float32 aten case takes
+        assert len(pool._took[("aten", "float32")]) == 1
+    finally:
+        pool.close()
+
+
+def test_a_wanted_case_is_marked_before_any_worker_can_choose():
+    from pytest_gemmguard.cases import GemmCase
+
+    pool = ahead.AheadPool(0)  # no workers: the queue alone
+    case = GemmCase("mm", 3, 8, 8)
+    pool.submit("aten", [case], "t", first=True, wanted=True)
+    assert pool._queue[0].wanted
+    later = GemmCase("mm", 4, 8, 8)
+    pool.submit("aten", [later], "t")
+    pool.submit("aten", [later], "t", first=True, wanted=True)  # queued before, wanted now
+    assert pool._queue[0].key[1] == later and pool._queue[0].wanted

@@ -10,12 +10,13 @@
   (read when shrinking starts; no public setting bounds it), and `hypothesis.reporting.with_reporter`, to say
   in gemmguard's words when that limit stopped it (Hypothesis's own message speaks of five minutes and asks
   for a bug report).
-- `hypothesis.internal.conjecture.providers._get_local_constants` and `CONSTANTS_CACHE` (Hypothesis 6.131 and
-  later): now and then an integer draw takes a literal found in the "local" modules loaded at that moment
-  (not site-packages: gemmguard's own modules in a checkout, generated code). Which modules are loaded
-  changes as a session compiles, so a seeded draw made at collection and the test's own draw later could
-  differ (the H200 run m2 of 2026-12-04: the user file's `test_any` drew other cases from its 10th example);
-  `fixed_constants` keeps that pool empty while gemmguard draws.
+- `hypothesis.internal.conjecture.providers._get_local_constants`, `CONSTANTS_CACHE` and `Constants`
+  (Hypothesis 6.131.1 and later; before 6.131.9 the pool is a dict): now and then an integer draw takes a
+  literal found in the "local" modules loaded at that moment (not site-packages: gemmguard's own modules in
+  a checkout, generated code). Which modules are loaded changes as a session compiles, so a seeded draw made
+  at collection and the test's own draw later could differ (the H200 run m2 of 2026-12-04: the user file's
+  `test_any` drew other cases from its 10th example); `fixed_constants` keeps that pool empty while
+  gemmguard draws.
 """
 
 from __future__ import annotations
@@ -105,18 +106,21 @@ def shrink_time_limit(seconds: float | None) -> Iterator[bool]:
 def fixed_constants() -> Iterator[None]:
     """While the block runs, Hypothesis draws no literals from the modules this process happens to have
     loaded (its global constants stay): a seed then gives the same cases whatever ran before. A no-op on a
-    Hypothesis without local constants."""
+    Hypothesis without local constants. The patch is process-wide while it lasts; gemmguard draws in the
+    main thread only (pytest-xdist runs tests in processes, not threads)."""
     try:
         from hypothesis.internal.conjecture import providers
-    except ImportError:  # pragma: no cover - every supported Hypothesis has it
-        yield
-        return
+    except ImportError:  # before 6.125: no providers module, no local constants
+        providers = None
     original = getattr(providers, "_get_local_constants", None)
     cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
-    if original is None or not hasattr(cache, "clear") or not hasattr(providers, "Constants"):
+    if original is None or not hasattr(cache, "clear"):
         yield
         return
-    empty = providers.Constants()
+    if hasattr(providers, "Constants"):  # 6.131.9 and later
+        empty: Any = providers.Constants()
+    else:  # 6.131.1-6.131.8: a dict of one collection per choice type
+        empty = {name: () for name in ("integer", "float", "bytes", "string")}
 
     # The cache holds (global, local) pools per constraint, filled from whatever pool was current: cleared on
     # the way in and out, so neither gemmguard's draws nor the user's own Hypothesis tests see the other's.
