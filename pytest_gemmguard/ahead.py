@@ -23,17 +23,12 @@ cases carry it (travel.py: a lambda's code and the values it reads), so a worker
 Before that, or for a function that cannot travel, the worker compiles the case's own GEMM: a function
 computing the same GEMM still finds the autotuning results and kernels cached.
 
-Workers take the queued cases in the test's order, with two exceptions. A kind of case (backend and dtype)
-seen to compile slowly starts early, as soon as waiting for its turn would leave the test waiting for it.
-On the H200 a float32 Triton max-autotune compile takes 30-120 s where a bfloat16 one takes 2-20 s
-(BENCHMARKS.md); started in its turn, the one slow case had the test wait while the other workers ran ahead
-on cases needed minutes later. And no case is compiled in two workers at once: a case queued again with the
-test's function while a worker compiles its bare GEMM waits for that compile, then finds its autotuning and
-kernels cached. A case the test process waits for now goes next, unless it waits so.
+Workers take the queued cases in the test's order, except that a kind of case seen to compile slowly starts
+early enough to be ready in its turn and no case is compiled in two workers at once (ahead_policy.py).
 
 Autotuning in several processes shares the GPU, so the winning config can differ from a serial run (the
 verdict cannot: every case is still checked); benchmarks never use the pool. Each worker gets a share of
-the cores for Inductor's own compile pool (`worker_env`).
+the cores for Inductor's own compile pool (`ahead_policy.worker_env`).
 
 The worker side is `python -m pytest_gemmguard.ahead_worker` (ahead_worker.py): one JSON job per line on
 stdin, one JSON result per line on its stdout.
@@ -46,7 +41,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -55,29 +49,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import ahead_worker
+from .ahead_policy import Order, worker_env
+
 CLOSE_GRACE_S = 2.0  # at the session's end, how long idle workers get to exit before all are killed
 PARENT_VAR = "GEMMGUARD_AHEAD_PARENT"  # the test process's pid: a worker outliving it exits (ahead_worker.py)
-
-
-def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = None, path: list | None = None) -> dict:
-    """The session's environment (its cache directories), `path` (else this sys.path) as PYTHONPATH, and a
-    core share for Inductor's compile pool, sized to the machine otherwise (8 processes on 16 cores: up to 128)."""
-    env = {**(os.environ if base is None else base), "PYTHONPATH": os.pathsep.join(p for p in path or sys.path if p)}
-    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
-    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, cores // (workers + 1))))
-    return env
-
-
-def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None, cpu_backend: bool = False) -> int:
-    """Workers for `--gemm-compile-workers=auto`: half the cores, less one for the test process, shared among
-    pytest-xdist workers; at most 8 (more processes autotune on one GPU at once than pays); none below 4 cores,
-    where the test process keeps them busy, and for a CPU backend none below 8 (its kernels' own threads share
-    the cores; one worker on 2 cores made the cpp run no faster: BENCHMARKS.md)."""
-    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
-    share = max(1, xdist_workers or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
-    if cores < (8 if cpu_backend else 4):
-        return 0
-    return max(0, min(8, cores // (2 * share) - 1))
 
 
 def job_args(backend: Any, compiler: Any, all_choices: bool = True) -> dict:
@@ -110,7 +86,7 @@ class Job:
 class AheadPool:
     """Worker processes that compile queued cases into the session's caches, in the order submitted unless
     a slow kind of case must start early to be ready in its turn, never one case in two workers at once
-    (`_next`)."""
+    (ahead_policy.Order)."""
 
     def __init__(self, workers: int, progress: Callable[[str], None] | None = None, log_dir: str | None = None):
         self.workers = workers
@@ -128,9 +104,7 @@ class AheadPool:
         self._running = 0
         self._next_id = 0
         self._functions: dict[tuple[str, str], dict] = {}  # (tag, backend) -> the test's own function
-        self._took: dict[tuple, list[float]] = collections.defaultdict(list)  # Job.kind -> seconds per job
-        self._compiling: collections.Counter = collections.Counter()  # (backend, case) -> workers on it now
-        self._started_cases: set[tuple] = set()  # (backend, case) of every job a worker took
+        self.order = Order(workers)  # which queued job a free worker takes (under the lock)
         self.stats = collections.Counter()
 
     # ------------------------------------------------------------------ the test process's side
@@ -277,9 +251,9 @@ class AheadPool:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         for proc in procs:  # the busy ones, and what any of them left behind, all at once
-            _kill_group(proc)
+            ahead_worker.kill_group(proc)
         for proc in procs:
-            _reap(proc)
+            ahead_worker.reap(proc)
 
     # ------------------------------------------------------------------ the dispatchers
     def _start(self) -> None:
@@ -295,7 +269,7 @@ class AheadPool:
         with self._lock:
             i = None
             while not self._closing:
-                i = self._next() if self._queue and not self._paused else None
+                i = self.order.next(self._queue) if self._queue and not self._paused else None
                 if i is not None:
                     break
                 self._lock.wait()
@@ -306,42 +280,10 @@ class AheadPool:
             if i:
                 self.stats["out_of_order"] += 1
             job.state = "running"
-            job.again = job.key[:2] in self._started_cases
-            self._started_cases.add(job.key[:2])
+            self.order.start(job)
             self._running += 1
-            self._compiling[job.key[:2]] += 1
             job.started.set()
             return job
-
-    def _next(self) -> int | None:
-        """Where in the queue the next job to start is (the lock held), or None when no queued job may start
-        now. A job whose case a worker is compiling already (the bare GEMM, queued before the test's own
-        function was known) waits for that compile: it then finds its autotuning and kernels in the session's
-        caches instead of doing the same work beside it. Of the others: one the test process waits for, else
-        the one with the least slack, the time until its turn comes less the time it takes, both estimated
-        from the first compiles of each kind's cases so far (a case compiled before counts as a cache hit,
-        no time). Its turn comes once the jobs ahead of it are done, `workers` at a time. Where every kind
-        takes as long (or nothing is known yet) that is the first free one in line."""
-        free = [i for i, job in enumerate(self._queue) if not self._compiling[job.key[:2]]]
-        if not free:
-            return None
-        for i in free:
-            if self._queue[i].wanted:
-                return i
-        done = [s for times in self._took.values() for s in times]
-        if not done:
-            return free[0]
-        typical = sum(done) / len(done)
-        eligible = set(free)
-        best, least, ahead = free[0], float("inf"), 0.0
-        for i, job in enumerate(self._queue):
-            times = self._took.get(job.kind)
-            took = 0.0 if job.key[:2] in self._started_cases else sum(times) / len(times) if times else typical
-            slack = ahead / self.workers - took
-            if slack < least and i in eligible:
-                best, least = i, slack
-            ahead += took
-        return best
 
     def _shut(self) -> None:
         with self._lock:
@@ -370,17 +312,12 @@ class AheadPool:
             finally:  # whatever went wrong here, whoever waits for the job is released
                 result["ahead_s"] = round(time.perf_counter() - started, 3)
                 self.stats[result.get("status", "?")] += 1
-                with self._lock:
-                    if not job.again:  # a case compiled before is mostly a cache hit: it says little of its kind
-                        self._took[job.kind].append(result["ahead_s"])
                 job.result = result
                 job.state = "done"
                 job.done.set()
                 with self._lock:
                     self._running -= 1
-                    self._compiling[job.key[:2]] -= 1
-                    if self._compiling[job.key[:2]] <= 0:
-                        del self._compiling[job.key[:2]]
+                    self.order.finish(job, result["ahead_s"])
                     self._lock.notify_all()
 
     def _run(self, slot: int, proc: subprocess.Popen, job: Job) -> dict:
@@ -392,7 +329,7 @@ class AheadPool:
             reply = ""
         if not reply:  # the worker died on this job (or the pool is closing)
             self._procs[slot] = None
-            return {"status": "fatal", "detail": _death(proc)}
+            return {"status": "fatal", "detail": ahead_worker.death(proc)}
         try:
             result = json.loads(reply)
         except ValueError:
@@ -428,8 +365,8 @@ class AheadPool:
             if proc.stdout.readline().strip() == '{"ready": true}' and not self._closing:
                 return proc
             self._procs[slot] = None
-            _kill_group(proc)
-            _reap(proc)
+            ahead_worker.kill_group(proc)
+            ahead_worker.reap(proc)
             if self._closing:
                 return None
         self.stats["failed_starts"] += 1
@@ -437,33 +374,3 @@ class AheadPool:
             self._progress("compile-ahead: workers fail to start; compiling in the test process only")
             self._shut()
         return None
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL a worker's process group: the worker (its leader) and whatever it started, nvcc and Inductor's
-    compile pool included, also where the worker itself already exited."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, AttributeError):
-        if proc.poll() is None:
-            proc.kill()
-
-
-def _reap(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)  # one stuck in the driver may outlive SIGKILL a while: the session does not wait
-
-
-def _death(proc: subprocess.Popen) -> str:
-    try:
-        rc = proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        rc = proc.wait()
-    if rc < 0:
-        try:
-            name = signal.Signals(-rc).name
-        except ValueError:
-            name = f"signal {-rc}"
-        return f"the process compiling and running it died with {name}"
-    return f"the process compiling and running it exited with status {rc}"

@@ -7,8 +7,11 @@ CUDA error that poisons the context: then this process exits and the pool starts
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from typing import Any
@@ -133,6 +136,39 @@ def worker_main() -> int:
         if status == "fatal":
             return 3  # this process's CUDA context is gone; the pool starts a new worker
     return 0
+
+
+# ---------------------------------------------------------------- the pool's side: ending a worker process
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a worker's process group: the worker (its leader) and whatever it started, nvcc and Inductor's
+    compile pool included, also where the worker itself already exited."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        if proc.poll() is None:
+            proc.kill()
+
+
+def reap(proc: subprocess.Popen) -> None:
+    """Wait briefly for a killed worker to go."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)  # one stuck in the driver may outlive SIGKILL a while: the session does not wait
+
+
+def death(proc: subprocess.Popen) -> str:
+    """How a worker that stopped answering ended, in words for the failure of the case it was running."""
+    try:
+        rc = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"the process compiling and running it died with {name}"
+    return f"the process compiling and running it exited with status {rc}"
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ class Options:
     shrink_s: float | None = 60.0  # Hypothesis's shrinking of one failing test, at most (None: its own limit)
     progress: Callable[[str], None] | None = None  # live lines for long runs (the plugin wires them)
     default_examples: dict = field(default_factory=lambda: {"cpu": 12, "cuda": 25})
-    compile_workers: int | None = None  # compile-ahead processes; None: ahead.auto_workers()
+    compile_workers: int | None = None  # compile-ahead processes; None: ahead_policy.auto_workers()
     # The run's backends: a failure's inputs go through the others that can run here (differential.py).
     differential: tuple[str, ...] = ()
 
@@ -43,17 +43,17 @@ class GemmSession:
 
     def pool_for(self, backend: str) -> Any:
         """The compile-ahead pool for `backend`'s correctness checks, or None where it does not apply: a
-        replay (one example), or no workers (`auto` on a small machine: ahead.auto_workers). A backend that
+        replay (one example), or no workers (`auto` on a small machine: ahead_policy.auto_workers). A backend that
         freezes weights (cpp) compiles again in the test process (its FX graph cache is off) but finds the
         kernels the worker built in the session's code cache, and a case the worker found unsupported for
         good is not compiled again at all."""
-        from . import ahead
+        from . import ahead, ahead_policy
 
         if self.options.replay:
             return None
         workers = self.options.compile_workers
         if workers is None:
-            workers = ahead.auto_workers(cpu_backend=not backends.get(backend).device().startswith("cuda"))
+            workers = ahead_policy.auto_workers(cpu_backend=not backends.get(backend).device().startswith("cuda"))
         if workers < 1:
             return None
         if self.pool is None:

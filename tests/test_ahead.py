@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pytest_gemmguard import ahead
+from pytest_gemmguard import ahead, ahead_policy
 
 PASSING = """
 from pytest_gemmguard import gemm_case
@@ -284,21 +284,19 @@ def test_a_case_that_kills_its_process_fails_and_the_session_goes_on(pytester):
     ("cores", "xdist", "expected"), [(2, 1, 0), (3, 1, 0), (4, 1, 1), (16, 1, 7), (16, 4, 1), (64, 1, 8)]
 )
 def test_auto_workers_leave_the_cores_to_the_test_process_on_small_machines(cores, xdist, expected):
-    assert ahead.auto_workers(cores, xdist) == expected
+    assert ahead_policy.auto_workers(cores, xdist) == expected
     # a CPU backend's kernels use the cores themselves: its workers start at 8 cores
-    assert ahead.auto_workers(cores, xdist, cpu_backend=True) == (expected if cores >= 8 else 0)
+    assert ahead_policy.auto_workers(cores, xdist, cpu_backend=True) == (expected if cores >= 8 else 0)
 
 
 @pytest.mark.parametrize(("cores", "workers", "expected"), [(16, 7, "2"), (2, 1, "1"), (64, 8, "7"), (4, 8, "1")])
 def test_workers_share_the_cores_for_inductors_compile_pool(cores, workers, expected):
     """Each worker's Inductor would size its compile pool to the whole machine (8 processes on 16 cores: up to
     128 compile subprocesses); a worker gets its share, and a setting of the user's is kept."""
-    env = ahead.worker_env(workers, cores, base={})
+    env = ahead_policy.worker_env(workers, cores, base={})
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == expected
-    assert (
-        ahead.worker_env(workers, cores, base={"TORCHINDUCTOR_COMPILE_THREADS": "9"})["TORCHINDUCTOR_COMPILE_THREADS"]
-        == "9"
-    )
+    mine = ahead_policy.worker_env(workers, cores, base={"TORCHINDUCTOR_COMPILE_THREADS": "9"})
+    assert mine["TORCHINDUCTOR_COMPILE_THREADS"] == "9"
 
 
 def test_no_worker_compiles_while_a_benchmark_times():
@@ -625,28 +623,28 @@ def test_a_slow_kind_of_case_starts_early_enough_to_be_ready_in_its_turn():
     places back waits for its turn; and where every kind takes as long the order is the test's."""
     pool = ahead.AheadPool(2)  # never started: only its choice of the next job is under test
     _queue_of(pool, ["bfloat16"] * 4 + ["float32"])
-    assert pool._next() == 0  # nothing known yet: the test's order
-    pool._took[("triton", "bfloat16")] += [1.0, 1.2, 0.8]
-    pool._took[("triton", "float32")] += [40.0]
-    assert pool._next() == 4  # 4 x 1 s ahead of it on 2 workers: its turn in 2 s, 40 s to compile
+    assert pool.order.next(pool._queue) == 0  # nothing known yet: the test's order
+    pool.order.took[("triton", "bfloat16")] += [1.0, 1.2, 0.8]
+    pool.order.took[("triton", "float32")] += [40.0]
+    assert pool.order.next(pool._queue) == 4  # 4 x 1 s ahead of it on 2 workers: its turn in 2 s, 40 s to compile
     pool._queue.clear()
     _queue_of(pool, ["bfloat16"] * 100 + ["float32"])
-    assert pool._next() == 0  # its turn in 50 s: time enough to start it later
+    assert pool.order.next(pool._queue) == 0  # its turn in 50 s: time enough to start it later
     pool._queue.clear()
     _queue_of(pool, ["bfloat16"] * 5)
-    assert pool._next() == 0
+    assert pool.order.next(pool._queue) == 0
     pool._queue[3].wanted = True  # the test process waits for this one now
     pool._queue.append(ahead.Job(("triton", 9, ""), "t", "{}", 9, kind=("triton", "float32")))
-    assert pool._next() == 3
+    assert pool.order.next(pool._queue) == 3
 
 
 def test_a_kind_never_seen_is_taken_as_typical():
     pool = ahead.AheadPool(1)
-    pool._took[("triton", "bfloat16")] += [2.0, 2.0]
+    pool.order.took[("triton", "bfloat16")] += [2.0, 2.0]
     _queue_of(pool, ["bfloat16", "float16", "bfloat16"])
-    assert pool._next() == 0  # float16 counts as the 2 s every job took so far: no reason to reorder
-    pool._took[("triton", "float16")] += [30.0]
-    assert pool._next() == 1
+    assert pool.order.next(pool._queue) == 0  # float16 counts as the 2 s every job took so far: no reason to reorder
+    pool.order.took[("triton", "float16")] += [30.0]
+    assert pool.order.next(pool._queue) == 1
 
 
 def test_a_case_a_worker_compiles_already_waits_for_that_compile():
@@ -658,13 +656,13 @@ def test_a_case_a_worker_compiles_already_waits_for_that_compile():
     case, other = ("triton", "mm 513 float32"), ("triton", "mm 64 bfloat16")
     pool._queue.append(ahead.Job((*case, "fn"), "t", "{}", 0, kind=("triton", "float32"), wanted=True))
     pool._queue.append(ahead.Job((*other, ""), "t", "{}", 1, kind=("triton", "bfloat16")))
-    assert pool._next() == 0
-    pool._compiling[case] += 1  # the bare compile of the same case is running
-    assert pool._next() == 1
+    assert pool.order.next(pool._queue) == 0
+    pool.order.compiling[case] += 1  # the bare compile of the same case is running
+    assert pool.order.next(pool._queue) == 1
     pool._queue.pop()
-    assert pool._next() is None  # nothing else to do: the worker waits for the bare compile to end
-    pool._compiling[case] -= 1
-    assert pool._next() == 0
+    assert pool.order.next(pool._queue) is None  # nothing else to do: the worker waits for the bare compile to end
+    pool.order.compiling[case] -= 1
+    assert pool.order.next(pool._queue) == 0
 
 
 def test_the_same_case_queued_with_the_function_starts_after_its_bare_compile():
@@ -700,7 +698,7 @@ def test_the_same_case_queued_with_the_function_starts_after_its_bare_compile():
         assert seen is not None and seen["status"] == "ok", seen
         assert when_it_started == [True] and again.again and not bare.again
         # only the bare compile taught the pool how long a float32 aten case takes
-        assert len(pool._took[("aten", "float32")]) == 1
+        assert len(pool.order.took[("aten", "float32")]) == 1
     finally:
         pool.close()
 
