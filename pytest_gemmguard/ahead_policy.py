@@ -3,9 +3,9 @@ Inductor's compile threads, and which queued case a free worker takes next (the 
 
 Workers take the cases in the test's order, with two exceptions. A kind of case (backend and dtype) seen to
 compile slowly starts early, as soon as waiting for its turn would leave the test waiting for it: on the
-H200 a float32 Triton max-autotune compile takes 30-120 s where a bfloat16 one takes 2-20 s (BENCHMARKS.md),
-and started in its turn the one slow case had the test wait while the other workers ran ahead on cases
-needed minutes later. And no case is compiled in two workers at once: a case queued again with the test's
+H200 a large float32 Triton max-autotune compile took 30-118 s in its worker where bfloat16 ones took 1-26 s
+(BENCHMARKS.md), and started in its turn the one slow case had the test wait while the other workers ran
+ahead on cases needed minutes later. And no case is compiled in two workers at once: a case queued again with the test's
 own function while a worker compiles its bare GEMM waits for that compile, then finds its autotuning and
 kernels in the session's caches. A case the test process waits for now goes next, unless it waits so.
 """
