@@ -69,11 +69,11 @@ class Order:
         if not done:
             return free[0]
         typical = sum(done) / len(done)
+        mean = {kind: sum(times) / len(times) for kind, times in self.took.items() if times}
         eligible = set(free)
         best, least, ahead = free[0], float("inf"), 0.0
         for i, job in enumerate(queue):
-            times = self.took.get(job.kind)
-            took = 0.0 if job.key[:2] in self.started else sum(times) / len(times) if times else typical
+            took = 0.0 if job.key[:2] in self.started else mean.get(job.kind, typical)
             slack = ahead / max(self.workers, 1) - took
             if slack < least and i in eligible:
                 best, least = i, slack

@@ -172,9 +172,9 @@ def test_the_tour_never_repeats_a_case(device, narrowed):
     on a case already checked (and counting again as verified)."""
     from pytest_gemmguard.space import case_space
 
-    tour = regime_tour(case_space("t", **narrowed), device)
-    assert len(set(tour)) == len(tour)
     space = case_space("t", **narrowed)
+    tour = regime_tour(space, device)
+    assert len(set(tour)) == len(tour)
     dtypes = {d for d in (space.dtypes or default_dtypes(device)) for o in space.ops or OPS for lay in LAYOUTS
               if op_takes(o, d, lay)}  # fmt: skip
     assert {c.dtype for c in tour} == dtypes and {c.layout for c in tour} == set(LAYOUTS)
