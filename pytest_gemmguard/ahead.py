@@ -205,7 +205,23 @@ class AheadPool:
             self.stats["waited_out"] += 1
             return None
         self.stats["waited_s"] += time.perf_counter() - started
-        return {**found.result, "queued_ahead": queued} if found.result else None
+        if not found.result:
+            return None
+        return {**found.result, "queued_ahead": queued, **self._twin_candidates(found)}
+
+    def _twin_candidates(self, job: Job) -> dict:
+        """The autotune candidates judged for `job`'s case: its own, else, for a compile with the test's function
+        that found the autotuning cached, those its case's bare compile judged (it ran first: ahead_policy), or
+        a wrong candidate found there would reach no test. `candidates_fn`: judged in the test's function."""
+        own = {"candidates_fn": bool(job.result.get("fn"))}
+        if job.result.get("candidates") or not job.key[2] or job.result.get("status") != "ok":
+            return own
+        with self._lock:
+            twin = self._jobs.get((*job.key[:2], ""))
+        if twin is None or not twin.done.is_set() or not twin.result.get("candidates"):
+            return own
+        self.stats["candidates_from_bare_compile"] += 1
+        return {"candidates": twin.result["candidates"], "candidates_fn": False}
 
     def forget(self, tag: str) -> None:
         """The test `tag` ended: drop its jobs no worker has started (a later test may queue them again)."""

@@ -117,7 +117,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
     seen = candidates.judged_for(record, repr(case))
     from_worker = not seen and bool(learnt and learnt.get("candidates"))
     # A worker that could not have the test's own function judged the candidates of the case's own GEMM.
-    op_only = from_worker and fn is not None and not learnt.get("fn")
+    op_only = from_worker and fn is not None and not learnt.get("candidates_fn", learnt.get("fn"))
     if from_worker:  # this compile was a cache hit of a worker's: its autotuning judged them there
         seen = [candidates.CandidateResult.from_json(d) for d in learnt["candidates"]]
     checked, wrong, unchecked = candidates.tally(seen)

@@ -974,8 +974,28 @@ o5)  # nothing carried: o1's default split again, the pool now starting slow kin
   grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -5
   ;;
 o6) exec bash "$0" o1 ;;
+d1|d3)  # d1 (carry .gpu/a): stage the first half, then the triton user file at the default split (7 x 2) on the
+        # code after o6 (tf32 in triton-tma-template-m1; a function compile served from the cache reports the
+        # candidates its bare compile judged); d3 (nothing carried, after d2): the same file at 3 x 5
+  if [ "$phase" = d1 ]; then
+    mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+    split=(auto default)
+  else
+    split=(3 5)
+  fi
+  log="$out/$phase-triton-user-w${split[0]}.txt"
+  ( [ "${split[1]}" = default ] || export TORCHINDUCTOR_COMPILE_THREADS=${split[1]}
+    timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
+      --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers="${split[0]}" -v >"$log" 2>&1
+    echo "rc=$?" >>"$log" )
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  echo "== examples not drawn ahead: $(grep -c 'not drawn ahead' "$log")"
+  grep -E "^triton |in examples|candidates checked|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -7
+  ;;
+d2) exec bash "$0" o3 ;;  # at once after d1 (carry .gpu/b .gpu/cutlass_api_src): the README main job
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3 or o1-o6" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3, o1-o6 or d1-d3" >&2; exit 2 ;;
 esac

@@ -714,3 +714,104 @@ def test_a_wanted_case_is_marked_before_any_worker_can_choose():
     pool.submit("aten", [later], "t")
     pool.submit("aten", [later], "t", first=True, wanted=True)  # queued before, wanted now
     assert pool._queue[0].key[1] == later and pool._queue[0].wanted
+
+
+def test_a_function_compile_served_from_the_cache_reports_what_its_bare_compile_judged():
+    """The twin rule has the bare compile autotune (and judge every candidate) first, and the compile with the
+    test's function then finds the autotuning cached and judges nothing: the bare compile's judgement is what
+    the test gets, marked as judged in the case's own GEMM (H200 2026-12-04: a wrong TMA candidate failed a
+    case in one core split and was lost in the other, where only the bare compile had autotuned)."""
+    from pytest_gemmguard.cases import GemmCase
+
+    pool = ahead.AheadPool(0)  # no workers: the queue alone, each job taken as a worker would
+    wrong = {"name": "planted", "wrong": True}
+    case, other = GemmCase("mm", 1, 8, 8), GemmCase("mm", 2, 8, 8)
+    pool.submit("aten", [case, other], "t")
+    for _ in range(2):  # both compiled bare: the first judged a wrong candidate, the second nothing
+        job = pool._take()
+        judged = [wrong] if job.key[1] == case else []
+        job.state, job.result = "done", {"status": "ok", "candidates": judged, "fn": False}
+        pool.order.finish(job, 1.0)
+        job.done.set()
+    pool.attach("t", "aten", {"digest": "abc", "code": "x"})
+    for _ in range(2):  # with the function: cache hits, nothing judged
+        job = pool._take()
+        job.state, job.result = "done", {"status": "ok", "candidates": [], "fn": True}
+        pool.order.finish(job, 0.1)
+        job.done.set()
+    seen = pool.vet("aten", case, "t")
+    assert seen["candidates"] == [wrong] and seen["candidates_fn"] is False, seen
+    assert pool.stats["candidates_from_bare_compile"] == 1
+    seen = pool.vet("aten", other, "t")  # nothing judged anywhere: nothing to report
+    assert seen["candidates"] == [] and seen["candidates_fn"] is True, seen
+
+
+# A backend (aten) whose mm selections get a second extern candidate that is wrong and reports itself slow, so
+# it loses autotuning (tests/test_candidates.py's plant), in every process that imports it.
+WRONG_CANDIDATE = """
+import torch
+from torch._inductor import select_algorithm
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+def slow_mm(a, b, out):
+    torch.mm(a, b, out=out)
+    out.mul_(1.01)
+
+
+CHOICE = select_algorithm.ExternKernelChoice(slow_mm, name="gemmguard_test_twin_wrong_mm")
+
+
+def plant(choices):
+    nodes = choices[0].input_nodes if choices else ()
+    if len(nodes) == 2 and all(len(n.get_size()) == 2 for n in nodes):
+        caller = CHOICE.bind(nodes, choices[0].layout)
+        measured = caller.benchmark
+        caller.benchmark = lambda *args, out: measured(*args, out=out) + 1000.0
+        return [*choices, caller]
+    return choices
+
+
+select_algorithm.add_preprocessing_fn(plant)
+
+
+class WrongCandidate(AtenBackend):
+    name = "twin-wrong"
+
+
+backends.register(WrongCandidate())
+"""
+
+
+def test_real_workers_the_wrong_candidate_a_bare_compile_judged_reaches_the_function_check(tmp_path, monkeypatch):
+    """Real workers and compiles: a case compiled bare (a wrong candidate lost its autotuning), then with the
+    test's function, which the caches serve; vet hands the test the bare compile's judgement. Without it the
+    test process sees no candidate judged and the case passes."""
+    from pytest_gemmguard import travel
+    from pytest_gemmguard.candidates import CandidateResult
+    from pytest_gemmguard.cases import GemmCase
+
+    module = tmp_path / "twin_wrong_backend.py"
+    module.write_text(WRONG_CANDIDATE)
+    job = dict(backend_module="twin_wrong_backend", backend_file=str(module), all_choices=True)
+    # Caches of their own (a worker's are the parent of this variable's): another test's compile of the same
+    # case in this session would be a cache hit, autotuning nothing.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "caches" / "inductor"))
+    case = GemmCase("mm", 5, 13, 17, dtype="float32")
+    pool = ahead.AheadPool(1, log_dir=str(tmp_path))  # the worker's log, for a failure's report
+    try:
+        pool.submit("twin-wrong", [case], "t", **job)
+        bare = pool._jobs[("twin-wrong", case, "")]
+        assert bare.done.wait(300) and bare.result["status"] == "ok", bare.result
+        assert any(CandidateResult.from_json(c).wrong for c in bare.result["candidates"]), bare.result
+        fn, why = travel.pack(lambda a, b: a @ b)
+        assert fn is not None, why
+        pool.attach("t", "twin-wrong", fn)
+        seen = pool.vet("twin-wrong", case, "t", **job)
+        assert seen is not None and seen["status"] == "ok" and seen["fn"], seen
+        assert any(CandidateResult.from_json(c).wrong for c in seen["candidates"]), seen
+        assert seen["candidates_fn"] is False
+    finally:
+        pool.close()

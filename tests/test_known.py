@@ -563,14 +563,16 @@ TMA = ("triton_mm_persistent_tma_18", "triton_mm_persistent_tma_19", "triton_mm_
 
 
 def test_the_shipped_tma_entry_explains_its_template_at_m1_and_nothing_else(shipped):
-    # Every case the H200 showed (2026-12-01 night, 2026-12-02 q1, r1 and the README main job): losing
-    # persistent TMA candidates confirmed wrong, the winner right.
+    # Every case the H200 showed (2026-12-01 night, 2026-12-02 q1, r1 and the README main job, 2026-12-04 o6):
+    # losing persistent TMA candidates confirmed wrong, the winner right.
     seen = [case(op="addmm", m=1, n=215, k=16, layout="transposed_b"),
             case(op="addmm", m=1, n=3, k=4096, dtype="float16", layout="transposed_b"),
             case(op="addmm", m=1, n=16, k=16, layout="contiguous"),
             case(op="addmm", m=1, n=65, k=1856, layout="transposed_ab", epilogue="tanh+sigmoid"),
             case(op="addmm", m=1, n=129, k=2336, dtype="bfloat16", layout="transposed_b", epilogue="scale"),
             case(op="mm", m=1, n=864, k=864, dtype="bfloat16", layout="noncontiguous"),  # blamed (confirm.blame)
+            case(op="mm", m=1, n=490, k=256, dtype="tf32", layout="contiguous", epilogue="cast+sigmoid+bias"),
+            case(op="mm", m=1, n=942, k=912, dtype="tf32", layout="transposed_ab", epilogue="tanh+residual"),
             case(op="mm", m=1, n=129, k=2336, dtype="bfloat16", layout="transposed_b", epilogue="scale")]  # fmt: skip
     for c in seen:
         entry = kn.match(shipped, "triton", c, H200_211, "wrong-result", candidates=TMA)
