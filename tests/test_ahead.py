@@ -815,3 +815,29 @@ def test_real_workers_the_wrong_candidate_a_bare_compile_judged_reaches_the_func
         assert seen["candidates_fn"] is False
     finally:
         pool.close()
+
+
+def test_the_order_replay_reads_a_run_and_a_clairvoyant_order_waits_least(tmp_path, monkeypatch):
+    """scripts/replay_ahead_order.py, on a made-up run: one slow float32 case late in line, fast bfloat16 ones
+    before it. Taken in run order the test waits for it; knowing its time, a worker starts it first."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "replay_ahead_order.py"
+    spec = importlib.util.spec_from_file_location("replay_ahead_order", path)
+    replay = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "replay_ahead_order", replay)  # its dataclass looks its module up there
+    spec.loader.exec_module(replay)
+    times = [2.0] * 8 + [60.0] + [2.0] * 3
+    row = "    gemmguard [triton] {}/12 mm {}×8×8 {} contiguous epilogue=none: verified (0.2 s, compiled ahead in {} s)"
+    lines = [row.format(i + 1, i + 1, "float32" if t > 2 else "bfloat16", t) for i, t in enumerate(times)]
+    log = tmp_path / "run.txt"
+    log.write_text("\n".join([*lines, "    gemmguard [triton] 13/12 mm 9×9×9 float32 contiguous epilogue=none: "
+                              "unsupported (0.0 s; ETA 0 s)"]))  # fmt: skip
+    jobs = replay.read(str(log))
+    assert [j.seconds for j in jobs] == [*times, 1.0]
+    in_order, _ = replay.replay(jobs, "run order", 2)
+    for job in jobs:
+        job.again = job.wanted = False
+    seen, _ = replay.replay(jobs, "clairvoyant", 2)
+    assert seen < in_order - 5, (seen, in_order)
