@@ -841,3 +841,36 @@ def test_the_order_replay_reads_a_run_and_a_clairvoyant_order_waits_least(tmp_pa
         job.again = job.wanted = False
     seen, _ = replay.replay(jobs, "clairvoyant", 2)
     assert seen < in_order - 5, (seen, in_order)
+
+
+TWIN_TESTS = """
+from pytest_gemmguard import gemm_case
+
+SAME = dict(ops=["mm"], dtypes=["float32"], epilogues=["none"], layouts=["contiguous"], shapes=[(7, 9, 11)],
+            max_examples=1)
+
+
+@gemm_case(**SAME)
+def test_bare(gemm):  # its compile of the case autotunes first, in a worker
+    gemm.check()
+
+
+@gemm_case(**SAME)
+def test_own_function(gemm):  # the same case again with a function: served from the cache, nothing autotuned
+    gemm.check(lambda a, b: a @ b)
+"""
+
+
+def test_a_wrong_candidate_fails_the_function_test_whose_compile_the_cache_served(pytester):
+    """End to end, real workers: a wrong losing candidate (WRONG_CANDIDATE) fails both tests, the one whose
+    worker autotuned the case and the one checking its own function, which only the bare compile's judgement
+    can tell (it passed before that judgement was handed over)."""
+    pytester.makeconftest(WRONG_CANDIDATE)
+    pytester.makepyfile(TWIN_TESTS)
+    result = pytester.runpytest_subprocess("--gemm-backends=twin-wrong", "--gemm-seed=1", "--gemm-compile-workers=1",
+                                           "-p", "no:cacheprovider", "-v")  # fmt: skip
+    out = result.stdout.str()
+    result.assert_outcomes(failed=2)
+    own = out[out.index("test_bare[twin-wrong] FAILED") :]  # the second test's lines
+    assert "gemmguard_test_twin_wrong_mm compiled alone: wrong on the case's inputs" in own, out
+    assert "test_own_function[twin-wrong] FAILED" in own, out
