@@ -62,8 +62,11 @@
 #   o2 (.gpu/a), o3 (.gpu/b .gpu/cutlass_api_src), o4 (.gpu/cutlass_api_src)   the README main job under
 #                                            check(fn)'s own bound and the fixed draw, alone on the machine
 #   o5 (nothing carried)   o1's first run again (7 x 2) after the pool starts a slow kind of case early
-#   o6 (nothing carried)   prepared for the next session: o1 again (both splits, one draw, logs o1-*) at the tour
-#                                            without repeats and with no case compiled in two workers at once
+#   o6 (nothing carried)   (2026-12-04 16:58) o1 again (both splits, one draw, logs o1-*) at the tour without
+#                                            repeats and with no case compiled in two workers at once
+#   d1 (.gpu/a), d2 (.gpu/b .gpu/cutlass_api_src), then o4, then d3 (nothing)   (2026-12-04 17:49): the user
+#                                            file at 7 x 2; the README main job; the user file at 3 x 5
+#   e1 (nothing carried)   prepared for the next session: the user file with 7 workers, then 10, one draw
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -994,8 +997,26 @@ d1|d3)  # d1 (carry .gpu/a): stage the first half, then the triton user file at 
   grep -E "^triton |in examples|candidates checked|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -7
   ;;
 d2) exec bash "$0" o3 ;;  # at once after d1 (carry .gpu/b .gpu/cutlass_api_src): the README main job
+e1)  # prepared for the next session (nothing carried): the triton user file with 7 workers (auto) and then 10
+     # (their compile threads: 16 // 11 = 1 each), one call, the same draw: does more compiling at once pay
+     # (scripts/replay_ahead_order.py says so if compiles took no longer beside more others)?
+  for workers in auto 10; do
+    log="$out/e1-triton-user-w$workers.txt"
+    timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
+      --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers="$workers" -v >"$log" 2>&1
+    echo "rc=$?" >>"$log"
+  done
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  for workers in auto 10; do
+    echo "== workers $workers"
+    grep -E "^triton |in examples|passed|failed|rc=" "$out/e1-triton-user-w$workers.txt" | cut -c1-160 | tail -4
+  done
+  cmp -s <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$out/e1-triton-user-wauto.txt") \
+    <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$out/e1-triton-user-w10.txt") && echo "same cases and verdicts" \
+    || echo "the runs' cases or verdicts differ"
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3, o1-o6 or d1-d3" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3, o1-o6, d1-d3 or e1" >&2; exit 2 ;;
 esac
