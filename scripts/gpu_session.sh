@@ -117,6 +117,21 @@ main_job_in_background() {
   bg_wait main-job "$left"
 }
 
+# user_file LOG WORKERS THREADS: issue 11's triton user file (seed 11, default budget) with WORKERS compile-ahead
+# workers and THREADS Inductor compile threads each ("default": the pool's share), cut at RUN_S (270) seconds
+user_file() {
+  ( [ "$3" = default ] || export TORCHINDUCTOR_COMPILE_THREADS=$3
+    timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
+      --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers="$2" -v >"$1" 2>&1
+    echo "rc=$?" >>"$1" )
+}
+
+# same_draw LOG LOG: whether two runs checked the same cases, in order, with the same verdicts
+same_draw() {
+  cmp -s <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$1") <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$2") \
+    && echo "same cases and verdicts" || echo "the runs' cases or verdicts differ"
+}
+
 # calib_shards SEED_BASE: the triton calibration (issue 10) in 10 shards of dynamic compiles, in the background,
 # for CAL_S seconds (default 380), 20 seeds from SEED_BASE, rows under /tmp/calib (the caller waits).
 calib_shards() {
@@ -941,10 +956,7 @@ o1)  # nothing carried: m1 and m2 again in one call, after fixed_constants (a se
     read -r workers threads <<<"$split"
     log="$out/o1-triton-user-w$workers.txt"
     echo "hypothesis database files before the run: $(find .hypothesis -type f 2>/dev/null | wc -l)" >"$log.db"
-    ( [ "$threads" = default ] || export TORCHINDUCTOR_COMPILE_THREADS=$threads
-      timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
-        --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers="$workers" -v >"$log" 2>&1
-      echo "rc=$?" >>"$log" )
+    user_file "$log" "$workers" "$threads"
   done
   cat "$out/env.txt"; rm -f "$out/env.txt"
   for workers in auto 3; do
@@ -953,9 +965,7 @@ o1)  # nothing carried: m1 and m2 again in one call, after fixed_constants (a se
     cat "$log.db"
     grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -5
   done
-  cmp -s <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$out/o1-triton-user-wauto.txt") \
-    <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$out/o1-triton-user-w3.txt") && echo "same cases and verdicts" \
-    || echo "the runs' cases or verdicts differ"
+  same_draw "$out/o1-triton-user-wauto.txt" "$out/o1-triton-user-w3.txt"
   ;;
 o2) exec bash "$0" w1 ;;  # stage the first half
 o3)  # at once after o2 (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; the README main job in the background
@@ -969,9 +979,7 @@ o3)  # at once after o2 (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; th
 o4) exec bash "$0" g3 ;;  # at once after o3 (carry .gpu/cutlass_api_src): the main job's end
 o5)  # nothing carried: o1's default split again, the pool now starting slow kinds of cases early (ahead._next)
   log="$out/o5-triton-user-wauto.txt"
-  timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
-    --gemm-backends=triton --gemm-seed=11 -v >"$log" 2>&1
-  echo "rc=$?" >>"$log"
+  user_file "$log" auto default
   cat "$out/env.txt"; rm -f "$out/env.txt"
   echo "== examples not drawn ahead: $(grep -c 'not drawn ahead' "$log")"
   grep -E "^triton |in examples|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -5
@@ -988,10 +996,7 @@ d1|d3)  # d1 (carry .gpu/a): stage the first half, then the triton user file at 
     split=(3 5)
   fi
   log="$out/$phase-triton-user-w${split[0]}.txt"
-  ( [ "${split[1]}" = default ] || export TORCHINDUCTOR_COMPILE_THREADS=${split[1]}
-    timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
-      --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers="${split[0]}" -v >"$log" 2>&1
-    echo "rc=$?" >>"$log" )
+  user_file "$log" "${split[0]}" "${split[1]}"
   cat "$out/env.txt"; rm -f "$out/env.txt"
   echo "== examples not drawn ahead: $(grep -c 'not drawn ahead' "$log")"
   grep -E "^triton |in examples|candidates checked|FAILED|passed|failed|rc=" "$log" | cut -c1-160 | tail -7
@@ -1001,19 +1006,14 @@ e1)  # prepared for the next session (nothing carried): the triton user file wit
      # (their compile threads: 16 // 11 = 1 each), one call, the same draw: does more compiling at once pay
      # (scripts/replay_ahead_order.py says so if compiles took no longer beside more others)?
   for workers in auto 10; do
-    log="$out/e1-triton-user-w$workers.txt"
-    timeout -k 5 "${RUN_S:-270}" python3 -m pytest "${plugins[@]}" scripts/speed_user_tests.py \
-      --gemm-backends=triton --gemm-seed=11 --gemm-compile-workers="$workers" -v >"$log" 2>&1
-    echo "rc=$?" >>"$log"
+    user_file "$out/e1-triton-user-w$workers.txt" "$workers" default
   done
   cat "$out/env.txt"; rm -f "$out/env.txt"
   for workers in auto 10; do
     echo "== workers $workers"
     grep -E "^triton |in examples|passed|failed|rc=" "$out/e1-triton-user-w$workers.txt" | cut -c1-160 | tail -4
   done
-  cmp -s <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$out/e1-triton-user-wauto.txt") \
-    <(grep -oE "\] [0-9]+/[0-9]+ [^:]+: [a-z]+" "$out/e1-triton-user-w10.txt") && echo "same cases and verdicts" \
-    || echo "the runs' cases or verdicts differ"
+  same_draw "$out/e1-triton-user-wauto.txt" "$out/e1-triton-user-w10.txt"
   ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
