@@ -49,6 +49,8 @@ def read(path: str) -> list[Job]:
 
 def replay(jobs: list[Job], policy: str, workers: int) -> tuple[float, float]:
     """(when the test ended, how long it waited in all) with `workers` compiling in `policy`'s order."""
+    for job in jobs:  # what an earlier replay of the same jobs marked
+        job.again = job.wanted = False
     order = Order(workers)
     queue = list(jobs)
     done_at: dict[int, float] = {}
@@ -99,8 +101,6 @@ def main() -> int:
     jobs = read(args.log)
     print(f"{len(jobs)} jobs, {sum(j.seconds for j in jobs):.0f} s of compiles, {args.workers} workers")
     for policy in ("run order", "ahead_policy.Order", "clairvoyant"):
-        for job in jobs:
-            job.again = job.wanted = False
         end, waited = replay(jobs, policy, args.workers)
         print(f"{policy:20s} the test ends at {end:6.1f} s, having waited {waited:6.1f} s")
     return 0
