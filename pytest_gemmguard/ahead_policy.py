@@ -19,25 +19,66 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a container's or taskset's limit, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
 def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = None, path: list | None = None) -> dict:
     """The session's environment (its cache directories), `path` (else this sys.path) as PYTHONPATH, and a
-    core share for Inductor's compile pool, sized to the machine otherwise (8 processes on 16 cores: up to 128)."""
+    core share for Inductor's compile pool, sized to the machine otherwise (14 processes on 16 cores: up to
+    224). A worker spends most of its time in single-threaded Python (lowering, codegen), so on a machine the
+    workers fill each gets one: on the H200, 14 workers of 1 compile thread checked the triton user file in
+    121.5 s where 14 of 2 took 157.8 s (BENCHMARKS.md)."""
     env = {**(os.environ if base is None else base), "PYTHONPATH": os.pathsep.join(p for p in path or sys.path if p)}
-    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    cores = cpu_count if cpu_count is not None else usable_cores()
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, cores // (workers + 1))))
     return env
 
 
-def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None, cpu_backend: bool = False) -> int:
-    """Workers for `--gemm-compile-workers=auto`: half the cores, less one for the test process, shared among
-    pytest-xdist workers; at most 8 (more processes autotune on one GPU at once than pays); none below 4 cores,
-    where the test process keeps them busy, and for a CPU backend none below 8 (its kernels' own threads share
-    the cores; one worker on 2 cores made the cpp run no faster: BENCHMARKS.md)."""
-    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+# Memory a worker may hold at its peak: torch, a CUDA context, Inductor's compile pool, an nvcc or g++ build.
+# On the H200 the busiest minute of 14 workers and the test process held 28.1 GiB (the triton user file) and
+# 32.1 GiB (the README main job, cutlass and cpp included): at most 2.2 GiB a process (BENCHMARKS.md).
+WORKER_MEMORY = 3 << 30
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (Linux's MemAvailable), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None, cpu_backend: bool = False,
+                 memory: int | None = -1) -> int:  # fmt: skip
+    """Workers for `--gemm-compile-workers=auto`, the cores shared among pytest-xdist workers: for a GPU
+    backend all the cores less two (the test process, and room to spare), no more than the available memory
+    holds at WORKER_MEMORY each (`memory`: bytes, None for unknown, -1: read it now), none below 4 cores,
+    where the test process keeps them busy. A worker is mostly single-threaded Python: on the H200's 16
+    cores 7 workers kept 7-9 cores busy through the README main job, and 14 checked the triton user file in
+    121.5 s where 7 took 207.8 s (BENCHMARKS.md). For a CPU backend, whose kernels run on the cores
+    themselves, half the cores less one, at most 8, none below 8 cores (one worker on 2 cores made the cpp
+    run no faster: BENCHMARKS.md)."""
+    cores = cpu_count if cpu_count is not None else usable_cores()
     share = max(1, xdist_workers or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
-    if cores < (8 if cpu_backend else 4):
+    if cpu_backend:
+        return 0 if cores < 8 else max(0, min(8, cores // (2 * share) - 1))
+    if cores < 4:
         return 0
-    return max(0, min(8, cores // (2 * share) - 1))
+    workers = max(0, cores // share - 2)
+    if memory == -1:
+        memory = available_memory()
+    if memory is not None:
+        workers = min(workers, memory // share // WORKER_MEMORY)
+    return workers
 
 
 class Order:

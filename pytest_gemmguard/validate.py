@@ -195,7 +195,8 @@ CORE: tuple[Setting, ...] = (
             "reported either way, with the smallest case found by then", flag="--gemm-shrink-time",
             ini="gemm_shrink_time", table="shrink_time", metavar="S", number=True),
     Setting("compile_workers", workers, None, "processes that compile upcoming cases ahead while the test process "
-            "checks ('auto': half the cores less one, at most 8; none below 4 cores, or 8 for CPU backends; 0: off)",
+            "checks ('auto': every core but two, within memory, none below 4 cores; for CPU backends half the cores "
+            "less one, at most 8, none below 8; 0: off)",
             flag="--gemm-compile-workers", ini="gemm_compile_workers", env="GEMMGUARD_COMPILE_WORKERS",
             table="compile_workers", metavar="N"),
     Setting("gpus", gpu_choice, "all", "GPUs for pytest-xdist workers: each worker gets one (round robin; its "

@@ -67,6 +67,9 @@
 #   d1 (.gpu/a), d2 (.gpu/b .gpu/cutlass_api_src), then o4, then d3 (nothing)   (2026-12-04 17:49): the user
 #                                            file at 7 x 2; the README main job; the user file at 3 x 5
 #   e1 (nothing carried)   prepared for the next session: the user file with 7 workers, then 10, one draw
+#   f1 (.gpu/a), f2 (.gpu/b .gpu/cutlass_api_src), f3, f4 (.gpu/cutlass_api_src)   (2026-12-04 evening): auto's
+#                                            new split (14 x 2 on 16 cores) against 7 x 2 and 14 x 1 on the user
+#                                            file; the README main job seeded at 14 x 2, then at 7 x 2
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -111,8 +114,11 @@ bg_wait() {  # bg_wait NAME SECONDS; the log is copied on every pass, so a call 
 # sampler beside it; waits for it until this call's CALL_S (default 570 s) are up (the next call waits on).
 main_job_in_background() {
   bg_start use bash -c 'while :; do echo "$(date +%s) $(head -1 /proc/stat) gpu=$(nvidia-smi \
-    --query-gpu=utilization.gpu --format=csv,noheader,nounits)"; sleep 5; done'
-  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0
+    --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits | tr -d " ") \
+    $(grep -E "^Mem(Total|Available):" /proc/meminfo | tr -s " " | tr "\n" " ")"; sleep 5; done'
+  # shellcheck disable=SC2086  # MAIN_ARGS: extra options, split on spaces
+  bg_start main-job timeout -k 10 "${MAIN_S:-1500}" python3 -m pytest "${plugins[@]}" examples -v --durations=0 \
+    ${MAIN_ARGS:-}
   local left=$((${CALL_S:-570} - SECONDS)); [ "$left" -lt 5 ] && left=5
   bg_wait main-job "$left"
 }
@@ -1015,8 +1021,47 @@ e1)  # prepared for the next session (nothing carried): the triton user file wit
   done
   same_draw "$out/e1-triton-user-wauto.txt" "$out/e1-triton-user-w10.txt"
   ;;
+f1)  # (carry .gpu/a): stage the first half; the triton user file at auto (now 14 workers x 2 compile threads on
+     # 16 cores), at the old 7 x 2, and at 14 x 1, one draw, each cut at RUN_S (240) s, a memory sampler beside
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  python3 -c "import torch._inductor.compile_fx, triton" 2>/dev/null  # warm the page cache for every run alike
+  export RUN_S=${RUN_S:-240}
+  bg_start mem bash -c 'while :; do echo "$(date +%s) $(grep -E "^Mem(Total|Available):" /proc/meminfo | \
+    tr -s " " | tr "\n" " ") procs=$(pgrep -fc "[p]ytest_gemmguard.ahead_worker")"; sleep 2; done'
+  user_file "$out/f1-triton-user-wauto.txt" auto default
+  user_file "$out/f1-triton-user-w7x2.txt" 7 2
+  user_file "$out/f1-triton-user-w14x1.txt" 14 1
+  kill "$(cat /tmp/bg-mem.pid)" 2>/dev/null; cp /tmp/bg-mem.log "$out/f1-mem.txt"
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  for run in wauto w7x2 w14x1; do
+    echo "== $run"
+    grep -E "^triton |in examples|passed|failed|rc=" "$out/f1-triton-user-$run.txt" | cut -c1-160 | tail -4
+  done
+  same_draw "$out/f1-triton-user-wauto.txt" "$out/f1-triton-user-w7x2.txt"
+  same_draw "$out/f1-triton-user-wauto.txt" "$out/f1-triton-user-w14x1.txt"
+  awk '{for (i = 1; i <= NF; i++) if ($i == "MemAvailable:") a = $(i + 1); else if ($i == "MemTotal:") t = $(i + 1)
+        if (t - a > m) m = t - a} END {printf "peak memory in use: %.1f GiB\n", m / 1048576}' "$out/f1-mem.txt"
+  ;;
+f2)  # at once after f1 (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; the README main job at auto (14 x 2),
+     # seeded (the same draw as f3's), in the background
+  MAIN_ARGS=--gemm-seed=1 exec bash "$0" o3 ;;
+f3)  # at once (carry .gpu/cutlass_api_src): f2's main job to its end; then the same at the old 7 x 2, in the
+     # background (f4 waits for its end)
+  bash "$0" g3
+  cp /tmp/bg-main-job.log /tmp/f2-main-job.log; cp /tmp/bg-use.log /tmp/f2-use.log
+  grep -v DEBUG /tmp/f2-main-job.log >"$out/f2-main-job.txt"; grep -v DEBUG /tmp/f2-use.log >"$out/f2-use.txt"
+  kill "$(cat /tmp/bg-use.pid)" 2>/dev/null
+  [ -f /tmp/bg-main-job.done ] || exit 0
+  [ -d /tmp/site/nvidia_cutlass_dsl ] || { echo "f3: the CuteDSL set is gone (the machine went back)"; exit 3; }
+  export PATH=/tmp/site/bin:$PATH  # what .gpu/b/install.sh set in f2 (not carried now)
+  export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+  GEMMGUARD_COMPILE_WORKERS=7 TORCHINDUCTOR_COMPILE_THREADS=2 MAIN_ARGS=--gemm-seed=1 main_job_in_background
+  grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -6
+  ;;
+f4) exec bash "$0" g3 ;;  # at once (carry .gpu/cutlass_api_src): the 7 x 2 main job's end
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3, o1-o6, d1-d3 or e1" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3, o1-o6, d1-d3, e1 or f1-f4" >&2; exit 2 ;;
 esac

@@ -2,6 +2,7 @@
 checks every case as before, so the verdicts cannot change, and a case that kills its process kills a
 worker, never the test session. Real Inductor compiles through aten on the CPU, in pytest subprocesses."""
 
+import os
 import re
 import sys
 
@@ -281,18 +282,39 @@ def test_a_case_that_kills_its_process_fails_and_the_session_goes_on(pytester):
 
 
 @pytest.mark.parametrize(
-    ("cores", "xdist", "expected"), [(2, 1, 0), (3, 1, 0), (4, 1, 1), (16, 1, 7), (16, 4, 1), (64, 1, 8)]
+    ("cores", "xdist", "expected"), [(2, 1, 0), (3, 1, 0), (4, 1, 2), (8, 1, 6), (16, 1, 14), (16, 4, 2), (64, 1, 62)]
 )
-def test_auto_workers_leave_the_cores_to_the_test_process_on_small_machines(cores, xdist, expected):
-    assert ahead_policy.auto_workers(cores, xdist) == expected
-    # a CPU backend's kernels use the cores themselves: its workers start at 8 cores
-    assert ahead_policy.auto_workers(cores, xdist, cpu_backend=True) == (expected if cores >= 8 else 0)
+def test_auto_workers_take_the_cores_but_two_for_gpu_backends(cores, xdist, expected):
+    plenty = 1 << 40
+    assert ahead_policy.auto_workers(cores, xdist, memory=plenty) == expected
+    assert ahead_policy.auto_workers(cores, xdist, memory=None) == expected  # unknown memory bounds nothing
 
 
-@pytest.mark.parametrize(("cores", "workers", "expected"), [(16, 7, "2"), (2, 1, "1"), (64, 8, "7"), (4, 8, "1")])
+@pytest.mark.parametrize(
+    ("cores", "xdist", "expected"), [(2, 1, 0), (4, 1, 0), (8, 1, 3), (16, 1, 7), (16, 4, 1), (64, 1, 8)]
+)
+def test_auto_workers_leave_a_cpu_backend_the_cores_its_kernels_run_on(cores, xdist, expected):
+    assert ahead_policy.auto_workers(cores, xdist, cpu_backend=True, memory=1 << 40) == expected
+
+
+@pytest.mark.parametrize(("gib", "xdist", "expected"), [(128, 1, 14), (20, 1, 6), (16, 2, 2), (2, 1, 0)])
+def test_auto_workers_are_as_many_as_the_memory_holds(gib, xdist, expected):
+    """A worker holds torch, a CUDA context, Inductor's compile pool and a build: on a runner with many cores
+    and little memory, as many as fit (each pytest-xdist worker's pool gets its share of it)."""
+    assert ahead_policy.auto_workers(16, xdist, memory=gib << 30) == expected
+
+
+def test_available_memory_is_read_from_the_kernel():
+    memory = ahead_policy.available_memory()
+    assert memory is None or memory > 1 << 20
+    if os.path.exists("/proc/meminfo"):
+        assert memory is not None
+
+
+@pytest.mark.parametrize(("cores", "workers", "expected"), [(16, 7, "2"), (16, 14, "1"), (2, 1, "1"), (64, 8, "7")])
 def test_workers_share_the_cores_for_inductors_compile_pool(cores, workers, expected):
-    """Each worker's Inductor would size its compile pool to the whole machine (8 processes on 16 cores: up to
-    128 compile subprocesses); a worker gets its share, and a setting of the user's is kept."""
+    """Each worker's Inductor would size its compile pool to the whole machine (14 processes on 16 cores:
+    up to 224 compile subprocesses); a worker gets its share, and a setting of the user's is kept."""
     env = ahead_policy.worker_env(workers, cores, base={})
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == expected
     mine = ahead_policy.worker_env(workers, cores, base={"TORCHINDUCTOR_COMPILE_THREADS": "9"})
