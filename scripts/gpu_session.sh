@@ -67,9 +67,11 @@
 #   d1 (.gpu/a), d2 (.gpu/b .gpu/cutlass_api_src), then o4, then d3 (nothing)   (2026-12-04 17:49): the user
 #                                            file at 7 x 2; the README main job; the user file at 3 x 5
 #   e1 (nothing carried)   prepared for the next session: the user file with 7 workers, then 10, one draw
-#   f1 (.gpu/a), f2 (.gpu/b .gpu/cutlass_api_src), f3, f4 (.gpu/cutlass_api_src)   (2026-12-04 evening): auto's
-#                                            new split (14 x 2 on 16 cores) against 7 x 2 and 14 x 1 on the user
-#                                            file; the README main job seeded at 14 x 2, then at 7 x 2
+#   f1 (.gpu/a), f2 (.gpu/b .gpu/cutlass_api_src), f3, f4 (.gpu/cutlass_api_src)   (2026-12-04 20:27): 14 x 2
+#                                            (auto's first new split) against 7 x 2 and 14 x 1 on the user file;
+#                                            then, as run, TORCHINDUCTOR_COMPILE_THREADS=1 f2 (the main job seeded
+#                                            at 14 x 1, now auto) and CALL_S=400 g3 for its end; f3/f4 (the same
+#                                            at 7 x 2) not run: the device time was spent
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
