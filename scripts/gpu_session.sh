@@ -72,6 +72,10 @@
 #                                            then, as run, TORCHINDUCTOR_COMPILE_THREADS=1 f2 (the main job seeded
 #                                            at 14 x 1, now auto) and CALL_S=400 g3 for its end; f3/f4 (the same
 #                                            at 7 x 2) not run: the device time was spent
+#   c1 (.gpu/a), c2 (.gpu/b .gpu/cutlass_api_src), c3 (.gpu/cutlass_api_src), c4, c5 (nothing)   prepared for the
+#                                            next session: f2's two cutlass failures alone; the main job as f2 with
+#                                            cutlass_api; test_any_gemm[cutlass] at one CUTLASS config against two,
+#                                            and at two compile threads
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -977,6 +981,7 @@ o1)  # nothing carried: m1 and m2 again in one call, after fixed_constants (a se
   ;;
 o2) exec bash "$0" w1 ;;  # stage the first half
 o3)  # at once after o2 (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; the README main job in the background
+  [ -d .gpu/cutlass_api_src/cutlass_api ] || echo "WARNING: .gpu/cutlass_api_src not here: cutedsl runs without NVGEMM"
   # shellcheck disable=SC1091
   source .gpu/b/install.sh || exit 3
   export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
@@ -1062,8 +1067,45 @@ f3)  # at once (carry .gpu/cutlass_api_src): f2's main job to its end; then the 
   grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -6
   ;;
 f4) exec bash "$0" g3 ;;  # at once (carry .gpu/cutlass_api_src): the 7 x 2 main job's end
+c1)  # next session (carry .gpu/a): stage the first half; the two cutlass failures of f2 alone, each case in its
+     # own process (both at once, 2 of 16 cores), each under a worker's one compile thread, then Inductor's own
+     # 16; CASE_S (280) s a case
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  n=0
+  for c in "GemmCase(op='bmm', m=74, n=129, k=1179, batch=4, dtype='bfloat16', layout='transposed_ab', epilogue='silu+scale+cast', seed=1)" \
+           "GemmCase(op='linear', m=1, n=528, k=1100, batch=0, dtype='bfloat16', layout='noncontiguous', epilogue='none', seed=1)"; do
+    n=$((n + 1))
+    ( for v in TORCHINDUCTOR_COMPILE_THREADS=1 base; do
+        PYTHONPATH=$PWD:/tmp/site_a timeout -k 5 "${CASE_S:-280}" python3 scripts/gpu_case.py cutlass "$c" --variant "$v"
+        echo "rc=$?"; done >"$out/c1-case$n.txt" 2>&1 ) &
+  done
+  wait
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  for n in 1 2; do echo "== case $n"; grep -E "^(base|TORCHINDUCTOR|rc=)" "$out/c1-case$n.txt" | cut -c1-400; done
+  ;;
+c2)  # at once (carry .gpu/b .gpu/cutlass_api_src): the README main job as in f2 (auto: 14 x 1, --gemm-seed=1), now
+     # with cutlass_api: do the two cutlass failures come back, and how long?
+  MAIN_ARGS=--gemm-seed=1 exec bash "$0" o3 ;;
+c3) exec bash "$0" g3 ;;  # at once (carry .gpu/cutlass_api_src): its end
+c4|c5)  # at once (nothing carried; the CUTLASS wheel still staged): test_any_gemm[cutlass] seeded as in f2, each run
+        # in fresh caches, CONFIGS:THREADS (CUTLASS configs per GEMM : compile threads per worker); c4: one config
+        # against the default two at auto's one thread; c5: two configs at two threads (a CUTLASS job's builds
+        # side by side: only cutlass runs here, so every worker's threads are a CUTLASS job's)
+  export PYTHONPATH=$PWD:/tmp/site_a
+  runs=(1:1 2:1); [ "$phase" = c5 ] && runs=(2:2)
+  for run in "${runs[@]}"; do
+    log="$out/$phase-cutlass-configs${run%:*}-threads${run#*:}.txt"
+    GEMMGUARD_CUTLASS_CONFIGS=${run%:*} TORCHINDUCTOR_COMPILE_THREADS=${run#*:} timeout -k 5 "${RUN_S:-270}" \
+      python3 -m pytest "${plugins[@]}" examples -k test_any_gemm --gemm-backends=cutlass --gemm-seed=1 -v >"$log" 2>&1
+    echo "rc=$?" >>"$log"
+    echo "== CUTLASS configs ${run%:*}, threads ${run#*:}"
+    grep -E "^cutlass |in examples|passed|failed|rc=" "$log" | cut -c1-160 | tail -4
+  done
+  rm -f "$out/env.txt"
+  ;;
 u2) exec bash "$0" s2 ;;
 u3) exec bash "$0" t3 ;;
 u4) exec bash "$0" t4 ;;
-*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3, o1-o6, d1-d3, e1 or f1-f4" >&2; exit 2 ;;
+*) echo "gpu_session.sh: phase must be a, b, k1, ka, kb, kc, n1-n4, p1-p4, q1-q3, r1-r4, s1-s4, t1-t4, u1-u4, w1-w4, x1-x4, y1-y3, z1-z4, v1-v2, g1-g3, h1-h3, i1-i2, j1-j3, l1, l2, m1-m3, o1-o6, d1-d3, e1, f1-f4 or c1-c5" >&2; exit 2 ;;
 esac
