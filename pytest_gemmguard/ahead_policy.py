@@ -40,9 +40,11 @@ def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = N
 
 
 # Memory a worker may hold at its peak: torch, a CUDA context, Inductor's compile pool, an nvcc or g++ build.
-# On the H200 the busiest minute of 14 workers and the test process held 28.1 GiB (the triton user file) and
-# 32.1 GiB (the README main job, cutlass and cpp included): at most 2.2 GiB a process (BENCHMARKS.md).
+# On the H200 the busiest sample of 14 workers and the test process held 28.1 GiB (the triton user file) and
+# 32.1 GiB (the README main job, cutlass and cpp included): at most 2.2 GiB a process; and 14.6 GiB of GPU
+# memory in the main job: 1.0 GiB a process (BENCHMARKS.md).
 WORKER_MEMORY = 3 << 30
+WORKER_GPU_MEMORY = 3 << 29  # 1.5 GiB
 
 
 def available_memory() -> int | None:
@@ -58,13 +60,14 @@ def available_memory() -> int | None:
 
 
 def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None, cpu_backend: bool = False,
-                 memory: int | None = -1) -> int:  # fmt: skip
+                 memory: int | None = -1, gpu_memory: int | None = None) -> int:  # fmt: skip
     """Workers for `--gemm-compile-workers=auto`, the cores shared among pytest-xdist workers: for a GPU
     backend all the cores less two (the test process, and room to spare), no more than the available memory
-    holds at WORKER_MEMORY each (`memory`: bytes, None for unknown, -1: read it now), none below 4 cores,
-    where the test process keeps them busy. A worker is mostly single-threaded Python: on the H200's 16
-    cores 7 workers kept 7-9 cores busy through the README main job, and 14 checked the triton user file in
-    121.5 s where 7 took 207.8 s (BENCHMARKS.md). For a CPU backend, whose kernels run on the cores
+    holds at WORKER_MEMORY each (`memory`: bytes, None for unknown, -1: read it now) nor the GPU's free memory
+    (`gpu_memory`) at WORKER_GPU_MEMORY each, keeping one share for the test process; none below 4 cores,
+    where the test process keeps them busy. A worker is mostly single-threaded Python: on the H200's 16 cores
+    7 workers kept 7-9 cores busy through the README main job, and 14 checked the triton user file in 121.5 s
+    where 7 took 207.8 s (BENCHMARKS.md). For a CPU backend, whose kernels run on the cores
     themselves, half the cores less one, at most 8, none below 8 cores (one worker on 2 cores made the cpp
     run no faster: BENCHMARKS.md)."""
     cores = cpu_count if cpu_count is not None else usable_cores()
@@ -78,6 +81,8 @@ def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None,
         memory = available_memory()
     if memory is not None:
         workers = min(workers, memory // share // WORKER_MEMORY)
+    if gpu_memory is not None:  # the test process's own checks need room there too: one worker's share
+        workers = min(workers, max(0, gpu_memory // share // WORKER_GPU_MEMORY - 1))
     return workers
 
 

@@ -40,6 +40,7 @@ class GemmSession:
         self.pool: Any = None  # ahead.AheadPool, started by the first test that uses it
         self.plans: dict = {}  # (test id, backend) -> explore.Plan, made once per session
         self.confirmations: dict = {}  # (case, backend, candidate) -> what confirm.py's compile returned
+        self._gpu_free: dict[str, int | None] = {}  # device -> free bytes when compile-ahead was first sized
 
     def pool_for(self, backend: str) -> Any:
         """The compile-ahead pool for `backend`'s correctness checks, or None where it does not apply: a
@@ -53,13 +54,28 @@ class GemmSession:
             return None
         workers = self.options.compile_workers
         if workers is None:
-            workers = ahead_policy.auto_workers(cpu_backend=not backends.get(backend).device().startswith("cuda"))
+            device = backends.get(backend).device()
+            gpu = device.startswith("cuda")
+            workers = ahead_policy.auto_workers(
+                cpu_backend=not gpu, gpu_memory=self._free_gpu_memory(device) if gpu else None
+            )
         if workers < 1:
             return None
         if self.pool is None:
             self.compiler.activate()  # the workers inherit the session's cache directories
             self.pool = ahead.AheadPool(workers, self.progress, log_dir=self.compiler.cache_dir)
         return self.pool
+
+    def _free_gpu_memory(self, device: str) -> int | None:
+        """Free bytes on `device` when first asked (before any worker holds some), None where unknown."""
+        if device not in self._gpu_free:
+            try:
+                import torch
+
+                self._gpu_free[device] = torch.cuda.mem_get_info(torch.device(device))[0]
+            except Exception:  # no CUDA, or a driver that cannot say: no bound from it
+                self._gpu_free[device] = None
+        return self._gpu_free[device]
 
     def quiet(self) -> Any:
         """A context in which no compile-ahead worker runs (for timing)."""

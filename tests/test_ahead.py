@@ -304,6 +304,18 @@ def test_auto_workers_are_as_many_as_the_memory_holds(gib, xdist, expected):
     assert ahead_policy.auto_workers(16, xdist, memory=gib << 30) == expected
 
 
+@pytest.mark.parametrize(
+    ("gpu_gib", "xdist", "expected"), [(139, 1, 14), (24, 1, 14), (16, 1, 9), (4, 1, 1), (16, 2, 4)]
+)
+def test_auto_workers_leave_the_gpu_room_for_the_test_process(gpu_gib, xdist, expected):
+    """Each worker holds a CUDA context and its autotuning's buffers on the one GPU (1.0 GiB a process in the
+    H200 main job): a 16 GiB card takes fewer than the cores would, and the test process keeps a share."""
+    assert ahead_policy.auto_workers(16, xdist, memory=None, gpu_memory=gpu_gib << 30) == expected
+    assert ahead_policy.auto_workers(16, xdist, cpu_backend=True, memory=None, gpu_memory=gpu_gib << 30) == (
+        7 if xdist == 1 else 3
+    )
+
+
 def test_available_memory_is_read_from_the_kernel():
     memory = ahead_policy.available_memory()
     assert memory is None or memory > 1 << 20
@@ -897,3 +909,30 @@ def test_a_wrong_candidate_fails_the_function_test_whose_compile_the_cache_serve
     own = out[out.index("test_bare[twin-wrong] FAILED") :]  # the second test's lines
     assert "gemmguard_test_twin_wrong_mm compiled alone: wrong on the case's inputs" in own, out
     assert "test_own_function[twin-wrong] FAILED" in own, out
+
+
+def test_the_session_sizes_the_pool_by_the_gpus_free_memory_once(monkeypatch):
+    """What auto_workers is told of the GPU: its free memory when first asked (later, workers hold some), and
+    nothing where CUDA cannot say (no bound from it)."""
+    import torch
+
+    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.session import GemmSession, Options
+
+    asked = []
+
+    def free(device):
+        asked.append(device)
+        return (4 << 30, 16 << 30)
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", free)
+    session = GemmSession(Compiler(), Options())
+    assert session._free_gpu_memory("cuda") == 4 << 30
+    assert session._free_gpu_memory("cuda") == 4 << 30 and len(asked) == 1
+    assert ahead_policy.auto_workers(16, 1, memory=None, gpu_memory=session._free_gpu_memory("cuda")) == 1
+
+    def broken(device):
+        raise RuntimeError("no CUDA GPUs are available")
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", broken)
+    assert GemmSession(Compiler(), Options())._free_gpu_memory("cuda:0") is None
