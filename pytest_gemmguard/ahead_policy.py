@@ -35,8 +35,28 @@ def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = N
     121.5 s where 14 of 2 took 157.8 s (BENCHMARKS.md)."""
     env = {**(os.environ if base is None else base), "PYTHONPATH": os.pathsep.join(p for p in path or sys.path if p)}
     cores = cpu_count if cpu_count is not None else usable_cores()
-    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, cores // (workers + 1))))
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in env:  # the user's count stands for every case; ours may grow
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = env[SHARE_VAR] = str(max(1, cores // (workers + 1)))
     return env
+
+
+# Set by worker_env where it chose the worker's compile threads (the user set none): job_threads may raise them.
+SHARE_VAR = "GEMMGUARD_AHEAD_THREADS"
+
+
+def job_threads(share: int, builds: int, cores: int | None = None, memory: int | None = -1) -> int:
+    """A worker's compile threads for one case whose backend runs `builds` outside builds per autotuning
+    (Backend.parallel_builds): its `share` of the cores, raised to `builds` so they run side by side, within
+    the cores and, above the share, one build per WORKER_MEMORY of available memory (`memory`: bytes, None
+    for unknown, -1: read it now). A thread waiting on nvcc costs no core; its nvcc does, and the workers'
+    Python keeps about half the H200's cores busy (BENCHMARKS.md)."""
+    if builds <= share:
+        return share
+    cores = cores if cores is not None else usable_cores()
+    if memory == -1:
+        memory = available_memory()
+    extra = builds - share if memory is None else min(builds - share, memory // WORKER_MEMORY)
+    return max(share, min(share + extra, cores))
 
 
 # Memory a worker may hold at its peak: torch, a CUDA context, Inductor's compile pool, an nvcc or g++ build.

@@ -103,12 +103,16 @@ def worker_main() -> int:
     import torch  # the slow part: only then is the worker ready
 
     from . import candidates
+    from ._compat.inductor import set_compile_threads
+    from .ahead_policy import SHARE_VAR, job_threads
     from .cases import GemmCase
     from .compile import Compiler
     from .errors import CompileTimeout, Unsupported
 
     compiler = Compiler(cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").rsplit(os.sep, 1)[0] or None,
                         timeout_s=0)  # fmt: skip
+    share = os.environ.get(SHARE_VAR)
+    threads = int(share) if share else None
     print(json.dumps({"ready": True}), file=proto)
     for line in sys.stdin:
         job = json.loads(line)
@@ -117,6 +121,11 @@ def worker_main() -> int:
         started = time.perf_counter()
         status, detail, judged, settled = "ok", "", [], False
         try:
+            if threads is not None:  # the pool chose this worker's compile threads: a backend may need more
+                wanted = job_threads(int(share), resolve_backend(job).parallel_builds())
+                if wanted != threads:
+                    set_compile_threads(wanted)
+                    threads = wanted
             record = compile_case({**job, "compiler": compiler}, None)
             if torch.cuda.is_initialized():
                 # CUDA reports a kernel's fault asynchronously: wait for it here, so it is this case's.

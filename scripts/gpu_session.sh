@@ -72,10 +72,10 @@
 #                                            then, as run, TORCHINDUCTOR_COMPILE_THREADS=1 f2 (the main job seeded
 #                                            at 14 x 1, now auto) and CALL_S=400 g3 for its end; f3/f4 (the same
 #                                            at 7 x 2) not run: the device time was spent
-#   c1 (.gpu/a), c2 (.gpu/b .gpu/cutlass_api_src), c3 (.gpu/cutlass_api_src), c4, c5 (nothing)   prepared for the
-#                                            next session: f2's two cutlass failures alone; the main job as f2 with
-#                                            cutlass_api; test_any_gemm[cutlass] at one CUTLASS config against two,
-#                                            and at two compile threads
+#   c1 (.gpu/a), c2 (.gpu/b .gpu/cutlass_api_src), c3 (.gpu/cutlass_api_src), c4, c5 (nothing)   (2026-12-05):
+#                                            f2's two cutlass failures again, the linear at auto (cutlass: 2 compile
+#                                            threads a worker) and at one thread; the main job as f2 with cutlass_api;
+#                                            test_any_gemm[cutlass] at one CUTLASS config against two
 #
 # Logs go to $OUT; the last lines printed are a short table.
 set -uo pipefail
@@ -1067,22 +1067,28 @@ f3)  # at once (carry .gpu/cutlass_api_src): f2's main job to its end; then the 
   grep -E "PASSED|FAILED|XFAIL|rc=" "$out/main-job.txt" | cut -c1-150 | tail -6
   ;;
 f4) exec bash "$0" g3 ;;  # at once (carry .gpu/cutlass_api_src): the 7 x 2 main job's end
-c1)  # next session (carry .gpu/a): stage the first half; the two cutlass failures of f2 alone, each case in its
-     # own process (both at once, 2 of 16 cores), each under a worker's one compile thread, then Inductor's own
-     # 16; CASE_S (280) s a case
+c1)  # 2026-12-05 (carry .gpu/a): stage the first half; side by side, f2's two cutlass failures: the bmm replayed
+     # (one example in the test process at Inductor's own threads, as its report says) and test_linear_layers
+     # [cutlass] seeded as in f2 at auto (14 workers; a cutlass case now gets 2 compile threads, one per nvcc
+     # build); then that test again at f2's one thread a worker, each cut where this call's 560 s end
   mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
-  n=0
-  for c in "GemmCase(op='bmm', m=74, n=129, k=1179, batch=4, dtype='bfloat16', layout='transposed_ab', epilogue='silu+scale+cast', seed=1)" \
-           "GemmCase(op='linear', m=1, n=528, k=1100, batch=0, dtype='bfloat16', layout='noncontiguous', epilogue='none', seed=1)"; do
-    n=$((n + 1))
-    ( for v in TORCHINDUCTOR_COMPILE_THREADS=1 base; do
-        PYTHONPATH=$PWD:/tmp/site_a timeout -k 5 "${CASE_S:-280}" python3 scripts/gpu_case.py cutlass "$c" --variant "$v"
-        echo "rc=$?"; done >"$out/c1-case$n.txt" 2>&1 ) &
+  export PYTHONPATH=$PWD:/tmp/site_a
+  ( timeout -k 5 "${CASE_S:-280}" python3 -m pytest "${plugins[@]}" 'examples/test_example_gemms.py::test_any_gemm[cutlass]' \
+      -v --gemm-replay='6.168.3:AEECQQBBSkEDQQxBAEIEm0EEQQNBAwFBAwFBBQFBBgA=' >"$out/c1-bmm-replay.txt" 2>&1
+    echo "rc=$?" >>"$out/c1-bmm-replay.txt" ) &
+  for threads in default 1; do
+    log="$out/c1-linear-threads-$threads.txt" left=$((560 - SECONDS))
+    ( [ "$threads" = default ] || export TORCHINDUCTOR_COMPILE_THREADS=$threads
+      timeout -k 5 "$left" python3 -m pytest "${plugins[@]}" 'examples/test_example_gemms.py::test_linear_layers[cutlass]' \
+        -v --gemm-seed=1 >"$log" 2>&1; echo "rc=$? (started at $((560 - left)) s of the call, ended at $SECONDS s)" >>"$log" )
   done
   wait
   cat "$out/env.txt"; rm -f "$out/env.txt"
-  for n in 1 2; do echo "== case $n"; grep -E "^(base|TORCHINDUCTOR|rc=)" "$out/c1-case$n.txt" | cut -c1-400; done
+  for log in "$out"/c1-*.txt; do
+    echo "== ${log##*/}"
+    grep -E "gemmguard \[cutlass\].*(verified|FAILED)|Invalid status|never written|passed|failed|rc=" "$log" | cut -c1-230 | tail -8
+  done
   ;;
 c2)  # at once (carry .gpu/b .gpu/cutlass_api_src): the README main job as in f2 (auto: 14 x 1, --gemm-seed=1), now
      # with cutlass_api: do the two cutlass failures come back, and how long?

@@ -71,9 +71,9 @@ backends.register(ClaimsNothing())
 """
 
 
-def in_workers_only(name: str, planted: str) -> str:
+def in_workers_only(name: str, planted: str, attribute: str = "") -> str:
     """The source of a backend `name` (aten) whose post-grad pass runs the statement `planted` only inside a
-    compile-ahead worker, never in the test process."""
+    compile-ahead worker, never in the test process (`attribute`: one more line of the backend's class)."""
     return f"""
 import sys
 import time
@@ -96,6 +96,7 @@ class InWorkersOnly(CustomGraphPass):
 
 class Planted(AtenBackend):
     name = "{name}"
+    {attribute}
 
     def inductor_options(self):
         return {{**super().inductor_options(), "post_grad_custom_post_pass": InWorkersOnly()}}
@@ -331,6 +332,56 @@ def test_workers_share_the_cores_for_inductors_compile_pool(cores, workers, expe
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == expected
     mine = ahead_policy.worker_env(workers, cores, base={"TORCHINDUCTOR_COMPILE_THREADS": "9"})
     assert mine["TORCHINDUCTOR_COMPILE_THREADS"] == "9"
+
+
+def test_a_backends_outside_builds_get_threads_of_their_own_within_cores_and_memory(monkeypatch):
+    """A CUTLASS autotuning builds each config with nvcc, one after another at a worker's one compile thread
+    (two configs: 247-251 s a case on the H200); its worker gets a thread per build, no more than the cores,
+    and above its share one per WORKER_MEMORY available."""
+    gib = 1 << 30
+    assert ahead_policy.job_threads(1, 2, cores=16, memory=64 * gib) == 2
+    assert ahead_policy.job_threads(1, 1, cores=16, memory=64 * gib) == 1  # nothing outside: the share
+    assert ahead_policy.job_threads(2, 1, cores=16, memory=64 * gib) == 2  # never below the share
+    assert ahead_policy.job_threads(1, 8, cores=4, memory=64 * gib) == 4
+    assert ahead_policy.job_threads(1, 8, cores=16, memory=2 * ahead_policy.WORKER_MEMORY) == 3
+    assert ahead_policy.job_threads(1, 2, cores=16, memory=gib) == 1  # no room for a second build
+    assert ahead_policy.job_threads(1, 2, cores=16, memory=None) == 2  # unknown memory bounds nothing
+    from pytest_gemmguard.backends import aten, cutlass
+
+    assert aten.BACKEND.parallel_builds() == 1
+    assert cutlass.BACKEND.parallel_builds() == cutlass.DEFAULT_CONFIGS  # an nvcc build per profiled config
+    monkeypatch.setenv("GEMMGUARD_CUTLASS_CONFIGS", "3")
+    assert cutlass.BACKEND.parallel_builds() == 3
+
+
+def test_worker_env_marks_the_threads_it_chose_and_only_those():
+    assert ahead_policy.worker_env(14, 16, base={})[ahead_policy.SHARE_VAR] == "1"
+    mine = ahead_policy.worker_env(14, 16, base={"TORCHINDUCTOR_COMPILE_THREADS": "9"})
+    assert ahead_policy.SHARE_VAR not in mine  # the user's count is every case's: job_threads leaves it
+
+
+def test_a_worker_raises_its_compile_threads_for_a_backend_that_builds_outside_and_lowers_them_after(tmp_path):
+    """Through a real worker and Inductor: the threads autotuning's precompile would use (what Inductor
+    reads, select_algorithm.get_num_workers) for a backend of 3 outside builds, then for one of none."""
+    from pytest_gemmguard.cases import GemmCase
+
+    planted = (
+        "from torch._inductor import select_algorithm; "
+        'raise RuntimeError(f"compile threads: {select_algorithm.get_num_workers()}")'
+    )
+    (tmp_path / "many.py").write_text(in_workers_only("builds-three", planted, "parallel_builds = lambda self: 3"))
+    (tmp_path / "one.py").write_text(in_workers_only("builds-one", planted))
+    pool = ahead.AheadPool(1)
+    try:
+        raised = pool.vet("builds-three", GemmCase("mm", 3, 8, 8), "t", backend_file=str(tmp_path / "many.py"))
+        share = int(ahead_policy.worker_env(1, base={})["TORCHINDUCTOR_COMPILE_THREADS"])
+        expected = ahead_policy.job_threads(share, 3)
+        assert raised is not None and f"compile threads: {expected}" in raised["detail"], raised
+        lowered = pool.vet("builds-one", GemmCase("mm", 5, 8, 8), "t", backend_file=str(tmp_path / "one.py"))
+        assert lowered is not None and f"compile threads: {share}" in lowered["detail"], lowered
+    finally:
+        pool.close()
+    assert expected > share or ahead_policy.usable_cores() == 1  # the checks above could tell them apart
 
 
 def test_no_worker_compiles_while_a_benchmark_times():

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -165,6 +166,18 @@ def set_config(key: str, value: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         setattr(config, key, value)
+
+
+def set_compile_threads(threads: int) -> None:
+    """The threads autotuning's precompile runs choices' builds on from now on. Inductor reads
+    TORCHINDUCTOR_COMPILE_THREADS once a process (select_algorithm.get_num_workers, cached): the cache is
+    dropped so the next autotuning reads it again."""
+    import torch._inductor.select_algorithm as select_algorithm
+
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads)
+    cache_clear = getattr(getattr(select_algorithm, "get_num_workers", None), "cache_clear", None)
+    if cache_clear is not None:
+        cache_clear()
 
 
 # ---------------------------------------------------------------- autotuning's choices (candidates.py)

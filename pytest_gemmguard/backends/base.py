@@ -73,6 +73,12 @@ class Backend:
     def device(self) -> str:
         return "cuda"
 
+    def parallel_builds(self) -> int:
+        """How many of one autotuning's builds run in an outside compiler (nvcc: a process each, the
+        Python thread that started it waiting), and so side by side where Inductor has as many compile
+        threads. A compile-ahead worker gets that many for this backend's cases (ahead_policy.job_threads)."""
+        return 1
+
     def inductor_options(self) -> dict[str, Any]:
         """Inductor config for a compile through this backend alone, under max-autotune."""
         return {

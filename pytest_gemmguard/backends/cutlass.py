@@ -198,9 +198,14 @@ class CutlassBackend(Backend):
 
         return undo
 
+    def parallel_builds(self) -> int:
+        # One nvcc build per profiled config (one swizzle each): built one after another at a worker's one
+        # compile thread, a case's two took 247-251 s in the H200's README main job (BENCHMARKS.md).
+        return backend_env("GEMMGUARD_CUTLASS_CONFIGS", DEFAULT_CONFIGS)
+
     def inductor_options(self) -> dict[str, Any]:
         options = super().inductor_options()
-        configs = backend_env("GEMMGUARD_CUTLASS_CONFIGS", DEFAULT_CONFIGS)
+        configs = self.parallel_builds()
         _set_if_known(options, "cutlass.cutlass_dir", self.tree())
         _set_if_known(options, "cutlass.cutlass_max_profiling_configs", configs)
         _set_if_known(options, "cutlass.cutlass_max_profiling_swizzle_options", [2])
