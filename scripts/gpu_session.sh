@@ -1090,6 +1090,20 @@ c1)  # 2026-12-05 (carry .gpu/a): stage the first half; side by side, f2's two c
     grep -E "gemmguard \[cutlass\].*(verified|FAILED)|Invalid status|never written|passed|failed|rc=" "$log" | cut -c1-230 | tail -8
   done
   ;;
+c6)  # 2026-12-05 (carry .gpu/a): the linear that raised in c1 at a worker's 1 and 2 compile threads, alone in fresh
+     # processes (scripts/gpu_case.py: the candidates' listing, then the check), side by side at 2 threads and at
+     # Inductor's own 16: is it the thread count, or the session around it?
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  c="GemmCase(op='linear', m=1, n=528, k=1100, batch=0, dtype='bfloat16', layout='noncontiguous', epilogue='none', seed=1)"
+  for v in base TORCHINDUCTOR_COMPILE_THREADS=2; do
+    ( PYTHONPATH=$PWD:/tmp/site_a timeout -k 5 "${CASE_S:-330}" python3 scripts/gpu_case.py cutlass "$c" --variant "$v" \
+        >"$out/c6-linear-${v##*=}.txt" 2>&1; echo "rc=$?" >>"$out/c6-linear-${v##*=}.txt" ) &
+  done
+  wait
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  for log in "$out"/c6-*.txt; do echo "== ${log##*/}"; grep -vE "^(W|I)[0-9]{4}|DEBUG" "$log" | tail -12 | cut -c1-400; done
+  ;;
 c2)  # at once (carry .gpu/b .gpu/cutlass_api_src): the README main job as in f2 (auto: 14 x 1, --gemm-seed=1), now
      # with cutlass_api: do the two cutlass failures come back, and how long?
   MAIN_ARGS=--gemm-seed=1 exec bash "$0" o3 ;;
