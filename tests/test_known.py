@@ -500,7 +500,11 @@ def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
     output = case(op="mm", m=1, n=1, k=3584, dtype="bfloat16", layout="noncontiguous")
     entry = kn.match(shipped, "cutedsl", output, NVGEMM_VERSIONS, "raises", route="nvgemm")
     assert entry is not None and entry.id == "torch-nvgemm-1x1-output-raises"
-    for wider in (replace(output, m=2), replace(output, n=2), replace(output, op="bmm", batch=2)):
+    # 2026-12-05 (H100): a 63x1 output, C's M named: N = 1 with M not a multiple of 8, the same entry
+    column = case(op="mm", m=63, n=1, k=3040, dtype="float16", layout="transposed_b", epilogue="tanh+silu+sigmoid")
+    entry = kn.match(shipped, "cutedsl", column, NVGEMM_VERSIONS, "raises", route="nvgemm")
+    assert entry is not None and entry.id == "torch-nvgemm-1x1-output-raises"
+    for wider in (replace(output, m=8), replace(output, n=2), replace(output, op="bmm", batch=2)):
         assert kn.match(shipped, "cutedsl", wider, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, wider
     # 2026-12-03: K = 1 and M not a multiple of 8 refused whatever A's layout, A named (M-major and strided As)
     k1 = case(op="mm", m=1, n=83, k=1, dtype="bfloat16", layout="transposed_ab", epilogue="bias")
