@@ -37,6 +37,8 @@ def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = N
     cores = cpu_count if cpu_count is not None else usable_cores()
     if "TORCHINDUCTOR_COMPILE_THREADS" not in env:  # the user's count stands for every case; ours may grow
         env["TORCHINDUCTOR_COMPILE_THREADS"] = env[SHARE_VAR] = str(max(1, cores // (workers + 1)))
+    else:
+        env.pop(SHARE_VAR, None)  # one inherited from elsewhere must not let a worker raise the user's count
     return env
 
 

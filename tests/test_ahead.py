@@ -356,7 +356,7 @@ def test_a_backends_outside_builds_get_threads_of_their_own_within_cores_and_mem
 
 def test_worker_env_marks_the_threads_it_chose_and_only_those():
     assert ahead_policy.worker_env(14, 16, base={})[ahead_policy.SHARE_VAR] == "1"
-    mine = ahead_policy.worker_env(14, 16, base={"TORCHINDUCTOR_COMPILE_THREADS": "9"})
+    mine = ahead_policy.worker_env(14, 16, base={"TORCHINDUCTOR_COMPILE_THREADS": "9", ahead_policy.SHARE_VAR: "1"})
     assert ahead_policy.SHARE_VAR not in mine  # the user's count is every case's: job_threads leaves it
 
 
