@@ -111,8 +111,8 @@ def worker_main() -> int:
 
     compiler = Compiler(cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").rsplit(os.sep, 1)[0] or None,
                         timeout_s=0)  # fmt: skip
-    share = os.environ.get(SHARE_VAR)
-    threads = int(share) if share else None
+    share = int(os.environ.get(SHARE_VAR) or 0)  # 0: the user set the compile threads, for every case
+    threads = share
     print(json.dumps({"ready": True}), file=proto)
     for line in sys.stdin:
         job = json.loads(line)
@@ -121,8 +121,8 @@ def worker_main() -> int:
         started = time.perf_counter()
         status, detail, judged, settled = "ok", "", [], False
         try:
-            if threads is not None:  # the pool chose this worker's compile threads: a backend may need more
-                wanted = job_threads(int(share), resolve_backend(job).parallel_builds())
+            if share:  # the pool chose this worker's compile threads: a backend may need more
+                wanted = job_threads(share, resolve_backend(job).parallel_builds())
                 if wanted != threads:
                     set_compile_threads(wanted)
                     threads = wanted
