@@ -84,11 +84,13 @@ def main() -> None:
         env = dict(os.environ)
         if variant != "base":
             env.update(dict(kv.split("=", 1) for kv in variant.split(",")))
+        # GPU_CASE_STDERR=1 lets the child's stderr through (with TORCH_LOGS: Inductor's reasons for each choice)
+        keep = subprocess.PIPE if os.environ.get("GPU_CASE_STDERR") != "1" else None
         proc = subprocess.run([sys.executable, __file__, args.backend, args.case, "--one"], env=env,
-                              capture_output=True, text=True)  # fmt: skip
+                              stdout=subprocess.PIPE, stderr=keep, text=True)  # fmt: skip
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         out = json.loads(lines[-1]) if lines else {"verdict": f"error rc={proc.returncode}",
-                                                   "detail": proc.stderr.strip().splitlines()[-1:]}  # fmt: skip
+                                                   "detail": (proc.stderr or "").strip().splitlines()[-1:]}  # fmt: skip
         print(f"{variant:28s} {json.dumps(out)}", flush=True)
 
 

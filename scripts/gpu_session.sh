@@ -1104,6 +1104,40 @@ c6)  # 2026-12-05 (carry .gpu/a): the linear that raised in c1 at a worker's 1 a
   cat "$out/env.txt"; rm -f "$out/env.txt"
   for log in "$out"/c6-*.txt; do echo "== ${log##*/}"; grep -vE "^(W|I)[0-9]{4}|DEBUG" "$log" | tail -12 | cut -c1-400; done
   ;;
+c7)  # 2026-12-05 evening (carry .gpu/a), about 330 s: stage the first half; where the linear's raise comes from,
+     # four ways side by side, each with Inductor's autotuning log: alone (scripts/gpu_case.py) at Inductor's
+     # own 16 threads and at 2; and the one case through pytest, in a compile-ahead worker and in the test process
+  mkdir -p /tmp/stage && cp .gpu/a/* /tmp/stage/
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_a .gpu/a/nvidia_cutlass-*.whl
+  export PYTHONPATH=$PWD:/tmp/site_a
+  export TORCH_LOGS="+torch._inductor.select_algorithm,+torch._inductor.autotune_process"
+  c="GemmCase(op='linear', m=1, n=528, k=1100, batch=0, dtype='bfloat16', layout='noncontiguous', epilogue='none', seed=1)"
+  for v in base TORCHINDUCTOR_COMPILE_THREADS=2; do
+    ( GPU_CASE_STDERR=1 timeout -k 5 "${CASE_S:-320}" python3 scripts/gpu_case.py cutlass "$c" --variant "$v" \
+        >"$out/c7-alone-${v##*=}.txt" 2>&1; echo "rc=$?" >>"$out/c7-alone-${v##*=}.txt" ) &
+  done
+  cat >scripts/one_linear_test.py <<'PY'
+from pytest_gemmguard import gemm_case
+
+
+@gemm_case(ops=["linear"], dtypes=["bfloat16"], layouts=["noncontiguous"], epilogues=["none"],
+           shapes=[(1, 528, 1100)], max_examples=1)
+def test_one_linear(gemm):
+    gemm.check()
+PY
+  for w in auto 0; do
+    ( timeout -k 5 "${CASE_S:-320}" python3 -m pytest "${plugins[@]}" scripts/one_linear_test.py -v -s \
+        --gemm-backends=cutlass --gemm-seed=1 --gemm-compile-workers=$w >"$out/c7-pytest-workers-$w.txt" 2>&1
+      echo "rc=$?" >>"$out/c7-pytest-workers-$w.txt" ) &
+  done
+  wait
+  cat "$out/env.txt"; rm -f "$out/env.txt"
+  for log in "$out"/c7-*.txt; do
+    echo "== ${log##*/} ($(wc -l <"$log") lines)"
+    grep -E "^(base|TORCH)|gemmguard \[cutlass\]|Invalid status|passed|failed|rc=" "$log" | cut -c1-300 | tail -6
+    grep -iE "choice|timing|benchmark|inf\b|error" "$log" | grep -v "^    gemmguard" | cut -c1-200 | head -8
+  done
+  ;;
 c2)  # at once (carry .gpu/b .gpu/cutlass_api_src): the README main job as in f2 (auto: 14 x 1, --gemm-seed=1), now
      # with cutlass_api: do the two cutlass failures come back, and how long?
   MAIN_ARGS=--gemm-seed=1 exec bash "$0" o3 ;;

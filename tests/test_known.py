@@ -563,6 +563,25 @@ def test_the_shipped_gpu_entries_cover_the_observed_cases_and_no_more(shipped):
         assert kn.match(shipped, *args) is None, args
 
 
+def test_the_shipped_strided_row_entry_is_the_linear_seen_and_no_more(shipped):
+    # 2026-12-05 (docs/findings.md): linear 1x528x1100 bfloat16 noncontiguous raised in every run, alone too.
+    seen = case(op="linear", m=1, n=528, k=1100, dtype="bfloat16", layout="noncontiguous", epilogue="none")
+    entry = kn.match(shipped, "cutlass", seen, H200_211, "raises")
+    assert entry is not None and entry.id == "torch-cutlass-linear-one-strided-row-raises"
+    assert kn.match(shipped, "cutlass", replace(seen, n=16, k=8, epilogue="gelu"), H200_211, "raises") is entry
+    misses = [
+        ("cutlass", seen, H200_211, "wrong-result"),  # it raised; a wrong value is another bug
+        ("cutlass", replace(seen, m=2), H200_211, "raises"),
+        ("cutlass", replace(seen, dtype="float16"), H200_211, "raises"),
+        ("cutlass", replace(seen, op="mm"), H200_211, "raises"),
+        ("cutlass", replace(seen, layout="transposed_a"), H200_211, "raises"),
+        ("cutlass", seen, {**H200_211, "torch": "2.12.0"}, "raises"),
+        ("triton", seen, H200_211, "raises"),
+    ]
+    for args in misses:
+        assert kn.match(shipped, *args) is None, args
+
+
 TMA = ("triton_mm_persistent_tma_18", "triton_mm_persistent_tma_19", "triton_mm_persistent_tma_20")
 
 
