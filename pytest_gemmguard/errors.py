@@ -74,6 +74,27 @@ class BackendCrashed(GemmguardError):
         super().__init__(f"{backend} raised {type(exc).__name__} while compiling or running the case: {first}")
         self.backend = backend
         self.exc_type = type(exc).__name__
+        where = raised_at(exc)
+        if where:  # the report's second line: whose code raised (a backend's, torch's, an import's, ours)
+            self.add_note(f"gemmguard: raised at {where}")
+
+
+def raised_at(exc: BaseException) -> str:
+    """'file:line in function' of the innermost frame that raised `exc` (import machinery's frozen frames
+    left out), the file shortened to its path inside site-packages; '' without a traceback."""
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith("<frozen"):
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    path = last.tb_frame.f_code.co_filename
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            path = path.rsplit(marker, 1)[1]
+            break
+    return f"{path}:{last.tb_lineno} in {last.tb_frame.f_code.co_name}"
 
 
 class CaseKilledProcess(BackendCrashed):

@@ -107,6 +107,8 @@ def test_a_failure_shows_the_other_backends_on_the_same_inputs_and_wrong_alone(p
     assert ratio and float(ratio.group(1)) <= 1, report
     # A backend that raises on the same inputs is one line of the report, never the failure's outcome.
     assert re.search(r"\s{4}crashy: error \(BackendCrashed: .*planted compile crash\)\n", report), report
+    # The crash's own report names the code that raised (here the planted graph pass), not only the message.
+    assert re.search(r"gemmguard: raised at \S*conftest\.py:\d+ in __call__\n", result.stdout.str())
     # Paid for once per reported failure (wrong-aten's), not per Hypothesis step.
     assert (pytester.path / "differentials.txt").read_text().split() == ["wrong-aten"]
 
