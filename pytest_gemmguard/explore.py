@@ -56,7 +56,8 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     require_backend(backend)
     options = session.options
     p = plan(session, space, backend, test_id)
-    strategy, budget, explicit, run_seed = p.strategy, p.budget, p.explicit, p.run_seed
+    strategy, explicit, run_seed = p.strategy, p.explicit, p.run_seed
+    total = p.total  # the progress lines' count: what will run (the budget undercounts it at 1)
     outcome: Counter = Counter()
     reasons: Counter = Counter()
     stopped: list[tuple[BaseException, GemmCase]] = []
@@ -103,7 +104,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 took = time.perf_counter() - started
                 # The report's first line at once: a run cut short (a CI time limit) still says what failed.
                 what = headline(exc, 240)
-                head = f"[{backend}] {step}/{budget} {case.describe()}"
+                head = f"[{backend}] {step}/{total} {case.describe()}"
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
                 raise
             outcome["ran"] += 1
@@ -121,7 +122,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         except BaseException as exc:
             took = time.perf_counter() - started
             what = f"FAILED ({type(exc).__name__}, {took:.1f} s)"
-            session.progress(f"[{backend}] {step}/{budget} {case.describe()}: {what}")
+            session.progress(f"[{backend}] {step}/{total} {case.describe()}: {what}")
             raise
         took = time.perf_counter() - started
         spent.append(took)
@@ -133,12 +134,12 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             how += ", not drawn ahead"
         if gemm.ahead_detail:  # the worker's compile raised, so this process compiled the case itself
             how += f", compiled here: its compile-ahead worker raised {gemm.ahead_detail[:200]}"
-        eta = sum(spent) / len(spent) * max(budget - step, 0)
-        line = f"{step}/{budget} {case.describe()}: {verdict} ({took:.1f} s{how}; ETA {eta:.0f} s)"
+        eta = sum(spent) / len(spent) * max(total - step, 0)
+        line = f"{step}/{total} {case.describe()}: {verdict} ({took:.1f} s{how}; ETA {eta:.0f} s)"
         session.progress(f"[{backend}] {line}")
 
     shared = SHARED
-    explore_run = settings(max_examples=max(budget - len(explicit), 1), report_multiple_bugs=False, **shared)(
+    explore_run = settings(max_examples=max(p.explore_n, 1), report_multiple_bugs=False, **shared)(
         given(case=strategy)(one_example)
     )
     if run_seed is not None:
@@ -196,6 +197,18 @@ class Plan:
     harvested: bool  # exactly the harvested cases: no explore run
     drawn: list | None = None  # the explore run's cases, drawn beforehand (compile-ahead only)
 
+    @property
+    def explore_n(self) -> int:
+        """The examples the explore run draws: what the tour leaves of the budget, at least one (none for
+        harvested cases, which have no explore run)."""
+        return 0 if self.harvested else max(self.budget - len(self.explicit), 1)
+
+    @property
+    def total(self) -> int:
+        """The examples the test runs before any shrinking (the progress line's count): the tour's cases and
+        the explore run's, which is one more than the budget where the budget is 1."""
+        return len(self.explicit) + self.explore_n
+
 
 def plan(session: GemmSession, space: CaseSpace, backend: str, test_id: str) -> Plan:
     """The test's plan, made once per session (so the draw that compile-ahead queues at collection and the
@@ -231,8 +244,7 @@ def queue_ahead(session: GemmSession, p: Plan, backend: str, test_id: str) -> No
     if pool is None:
         return
     if p.drawn is None:
-        explore_n = max(p.budget - len(p.explicit), 1)
-        p.drawn = [] if p.harvested else _drawn(p.strategy, explore_n, p.run_seed, SHARED)
+        p.drawn = _drawn(p.strategy, p.explore_n, p.run_seed, SHARED) if p.explore_n else []
     from .ahead import job_args
 
     job = job_args(backends.get(backend), session.compiler, session.options.all_choices)

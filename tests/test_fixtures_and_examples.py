@@ -1,6 +1,7 @@
 """The public fixtures on real backends, and the shipped example suite end to end."""
 
 import pathlib
+import re
 
 import torch
 
@@ -88,3 +89,30 @@ def test_progress_shows_without_verbose_but_sparingly(pytester):
     assert plain.count("gemmguard [aten]") == 1, plain
     quiet = pytester.runpytest_inprocess(*args, "-q").stdout.str()
     assert "gemmguard [aten]" not in quiet, quiet
+
+
+def test_progress_counts_the_examples_that_run(pytester):
+    """A budget of 1 runs a tour case and one draw (Hypothesis draws at least one): the count says 2, never
+    "2/1"; a larger budget is what runs (the tour's cases plus the draws)."""
+    pytester.makepyfile(
+        """
+        from pytest_gemmguard import gemm_case
+
+        @gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], shapes=[(4, 5, 6)])
+        def test_a(gemm):
+            gemm.check()
+        """
+    )
+    for budget, total in (("1", 2), ("3", 3)):
+        args = (
+            "--gemm-backends=aten",
+            f"--gemm-max-examples={budget}",
+            "--gemm-seed=3",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+        )
+        out = pytester.runpytest_inprocess(*args).stdout.str()
+        counts = re.findall(r"gemmguard \[aten\] (\d+)/(\d+) ", out)
+        assert counts and {int(t) for _, t in counts} == {total}, (budget, out)
+        assert max(int(s) for s, _ in counts) == total, (budget, out)
