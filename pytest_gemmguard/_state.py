@@ -120,11 +120,23 @@ def session(config: pytest.Config) -> Any:
             options.progress = Throttled(lambda line: live_line(config, line), PROGRESS_EVERY_S)
         # The session counts examples as they run; state.tally is built from the reports (the two must stay
         # apart: a test's share goes from the first to the second on its report).
-        state.session = GemmSession(compiler, options, state.known, bool(s["known_strict"]))
+        known = _known(state.known, s["known_shipped"])
+        state.session = GemmSession(compiler, options, known, bool(s["known_strict"]))
     return state.session
 
 
 PROGRESS_EVERY_S = 30.0
+
+
+def _known(own: Any, shipped: bool) -> Any:
+    """The known failures a session applies: the user's file (read at configure) over gemmguard's shipped
+    database, unless that is switched off (--gemm-known-shipped=off)."""
+    if not shipped:
+        return own
+    from . import known
+
+    database = known.load_shipped()
+    return own.merged_over(database) if own is not None else database
 
 
 class Throttled:

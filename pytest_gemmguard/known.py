@@ -83,13 +83,16 @@ from .known_file import (
     Names,
     default_names,
     load,
+    load_shipped,
     parse,
     parse_size,
+    shipped_path,
 )
 
 __all__ = [
     "CPU_FACT", "FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "blame_patterns",
-    "cpu_capability", "default_names", "installed_versions", "load", "machine_facts", "match", "parse", "parse_size",
+    "cpu_capability", "default_names", "installed_versions", "load", "load_shipped", "machine_facts", "match",
+    "parse", "parse_size", "shipped_path",
 ]  # fmt: skip
 
 
@@ -172,6 +175,11 @@ class KnownTracker:
         self.backend = backend
         self.versions = dict(machine_facts(known) if versions is None else versions)
         self.entries = known.applicable(backend, self.versions)
+        # Entries of this backend for other versions: a failure one of them describes in all but its versions is
+        # still a failure (the bug may have changed), but its report names the entry (near_miss).
+        self.other_versions = [
+            e for e in known.entries if e.applies_to(backend, self.versions, any_version=True) and e not in self.entries
+        ]
         self.passes: Counter = Counter()  # entry id -> matching examples that passed
         self.failures: Counter = Counter()  # entry id -> failures it explained
         self.first_failure: dict[str, Any] = {}  # entry id -> the first case it explained
@@ -193,6 +201,22 @@ class KnownTracker:
             self.first_failure.setdefault(entry.id, case)
         return entry
 
+    def near_miss(
+        self, case: Any, kind: str, route: str | None = None, candidates: Sequence[str] | None = None
+    ) -> str | None:
+        """A line for the report of a failure no entry explains, where an entry describes it in everything but
+        its version range (the bug seen before on other versions: the same one, or a new one that looks alike)."""
+        entry = _first(self.other_versions, case, kind, route, candidates)
+        if entry is None:
+            return None
+        installed = ", ".join(f"{name} {self.versions.get(name) or 'not installed'}" for name in entry.versions)
+        where = "gemmguard's shipped entry" if entry.shipped else f"entry in {entry.origin}"
+        return (
+            f"gemmguard: known failure {entry.id} ({where}) describes this case, but for {entry.versions_text()}; "
+            f"installed: {installed}. If it is the same bug, widen the entry's versions (or add one of the same "
+            f"id to your known-failures file): {entry.reason} ({entry.link})"
+        )
+
     def xfailed(self) -> list[Entry]:
         return [e for e in self.entries if self.failures[e.id]]
 
@@ -210,7 +234,14 @@ class KnownTracker:
 
     def xpass_reason(self) -> str:
         parts = [f"{e.id} ({self.passes[e.id]} matching example(s) passed; {e.link})" for e in self.xpassed()]
-        return f"gemmguard: known failure no longer shows: {'; '.join(parts)}; remove or narrow it in {self.known.path}"
+        places = sorted({e.origin for e in self.xpassed() if not e.shipped})
+        fixes = [f"remove or narrow it in {', '.join(places)}"] if places else []
+        if any(e.shipped for e in self.xpassed()):
+            fixes.append(
+                "a shipped entry: if the bug is fixed on these versions, give the entry an upper version bound "
+                "(override it by id in your known-failures file) and tell gemmguard's maintainers"
+            )
+        return f"gemmguard: known failure no longer shows: {'; '.join(parts)}; {'; '.join(fixes)}"
 
 
 def _describe(case: Any) -> str:

@@ -16,11 +16,16 @@ KINDS = ("wrong-result", "raises", "any")
 FAILURE_KINDS = ("wrong-result", "raises")  # what a runner reports; "any" exists only in the file
 REQUIRED = ("id", "backend", "versions", "kind", "link", "reason")
 SIZE_KEYS = ("m", "n", "k", "batch")
-ALLOWED = (*REQUIRED, "route", "ops", "dtypes", "layouts", "epilogues", "cpu", "candidates", *SIZE_KEYS)
+# `seen` and `seen_right`: the evidence an entry carries (cases described as reports describe them: the cases it
+# was seen failing on, and the neighbours seen right), so the pattern between them can be reviewed.
+EVIDENCE_KEYS = ("seen", "seen_right")
+ALLOWED = (*REQUIRED, "route", "ops", "dtypes", "layouts", "epilogues", "cpu", "candidates", *SIZE_KEYS, *EVIDENCE_KEYS)
 # The CPU capabilities ATen names (torch.backends.cpu.get_cpu_capability(), lower case): a CPU kernel's code
 # path, and so its bugs, can depend on it. The runner passes this machine's under the fact name CPU_FACT.
 CPUS = ("default", "avx2", "avx512", "vsx", "zvector", "neon", "sve128", "sve256")
 CPU_FACT = "cpu"
+# In `epilogues`: every chain but none (a bug of a template's fused epilogue, whatever the chain).
+FUSED = "fused"
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\[\]-]*$")  # a distribution or route name
@@ -132,6 +137,10 @@ class Entry:
     # confirm.blame pinned on them): never an unblamed wrong winner, never another template's wrong
     # candidate beside them. None: any failure of the case.
     candidates: tuple[str, ...] | None = None
+    origin: str = ""  # the file the entry was read from (messages say where to change it)
+    shipped: bool = False  # from gemmguard's own database, not the user's file
+    seen: tuple[str, ...] = ()  # evidence: cases it was seen failing on
+    seen_right: tuple[str, ...] = ()  # evidence: neighbouring cases seen right
 
     def versions_match(self, versions: Mapping[str, str | None]) -> bool:
         """Every named package is installed (present in `versions`, not None) at a version in range."""
@@ -141,21 +150,24 @@ class Entry:
                 return False
         return True
 
-    def applies_to(self, backend: str, versions: Mapping[str, str | None]) -> bool:
-        """Whether this entry can describe anything a test of `backend` does with these packages."""
+    def applies_to(self, backend: str, versions: Mapping[str, str | None], *, any_version: bool = False) -> bool:
+        """Whether this entry can describe anything a test of `backend` does with these packages (with
+        `any_version`, whatever versions are installed: what a near miss is looked for in)."""
         cpu_ok = self.cpus is None or versions.get(CPU_FACT) in self.cpus
-        return backend in self.backends and self.versions_match(versions) and cpu_ok
+        return backend in self.backends and cpu_ok and (any_version or self.versions_match(versions))
+
+    def versions_text(self) -> str:
+        return ", ".join(f"{name} {spec or '(any)'}" for name, spec in self.versions.items())
 
     def covers(self, case: Any, route: str | None = None) -> bool:
         """Whether the case (op, dtype, layout, epilogue, sizes) and route fall in this entry's pattern."""
         if self.routes is not None and route not in self.routes:
             return False
-        for allowed, value in (
-            (self.ops, case.op),
-            (self.dtypes, case.dtype),
-            (self.layouts, case.layout),
-            (self.epilogues, None if self.epilogues is None else _chain(case.epilogue)),
-        ):
+        chain = _chain(case.epilogue)
+        if self.epilogues is not None and chain not in self.epilogues:
+            if not (FUSED in self.epilogues and chain != "none"):
+                return False
+        for allowed, value in ((self.ops, case.op), (self.dtypes, case.dtype), (self.layouts, case.layout)):
             if allowed is not None and value not in allowed:
                 return False
         return all(cond(getattr(case, key)) for key, cond in self.sizes.items())
@@ -185,8 +197,15 @@ class Entry:
 
 @dataclass(frozen=True)
 class KnownFailures:
-    path: str
+    path: str  # the files the entries came from, for messages ("a + b" where a user's file adds to the shipped one)
     entries: tuple[Entry, ...] = ()
+
+    def merged_over(self, shipped: KnownFailures) -> KnownFailures:
+        """This (a user's) file over gemmguard's shipped one: its entries first, then every shipped entry whose
+        id it does not reuse (an entry of the same id overrides the shipped one)."""
+        own = {e.id for e in self.entries}
+        kept = tuple(e for e in shipped.entries if e.id not in own)
+        return KnownFailures(f"{self.path} + {shipped.path}", self.entries + kept)
 
     def packages(self) -> tuple[str, ...]:
         """Every distribution some entry's versions name (what `installed_versions` must read)."""
@@ -199,8 +218,9 @@ class KnownFailures:
 # ---------------------------------------------------------------- reading the file
 
 
-def load(path: str | os.PathLike, names: Names | None = None) -> KnownFailures:
-    """Read and validate a known-failures file; any problem is a one-line GemmUsageError."""
+def load(path: str | os.PathLike, names: Names | None = None, *, shipped: bool = False) -> KnownFailures:
+    """Read and validate a known-failures file; any problem is a one-line GemmUsageError. `shipped`: gemmguard's
+    own database, whose links must be public URLs (a path would point into a repository its users lack)."""
     path = os.fspath(path)
     tomllib = _toml()
     try:
@@ -218,7 +238,19 @@ def load(path: str | os.PathLike, names: Names | None = None) -> KnownFailures:
         line = int(where.group(1)) if where else text.decode("utf-8").count("\n") + 1  # "at end of document"
         message = _TOML_LINE.sub("", message).strip()
         raise GemmUsageError(f"{path}:{line}: TOML syntax error: {message}") from None
-    return parse(doc, path, names)
+    return parse(doc, path, names, shipped=shipped)
+
+
+SHIPPED_NAME = "known-failures.toml"
+
+
+def shipped_path() -> str:
+    """gemmguard's own known-failures database, installed with the package."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), SHIPPED_NAME)
+
+
+def load_shipped(names: Names | None = None) -> KnownFailures:
+    return load(shipped_path(), names, shipped=True)
 
 
 def _toml():
@@ -234,7 +266,7 @@ def _toml():
     return tomllib
 
 
-def parse(doc: Mapping[str, Any], path: str, names: Names | None = None) -> KnownFailures:
+def parse(doc: Mapping[str, Any], path: str, names: Names | None = None, *, shipped: bool = False) -> KnownFailures:
     """Validate an already-parsed document (what `load` does after reading TOML)."""
     extra = sorted(set(doc) - {"known"})
     if extra:
@@ -247,7 +279,7 @@ def parse(doc: Mapping[str, Any], path: str, names: Names | None = None) -> Know
     entries: list[Entry] = []
     seen: dict[str, int] = {}
     for index, table in enumerate(raw, start=1):
-        entry = _entry(table, index, path, base, names)
+        entry = _entry(table, index, path, base, names, shipped)
         if entry.id in seen:
             raise GemmUsageError(
                 f"{path}: entry {index} (id {entry.id!r}): key 'id': duplicate of entry {seen[entry.id]}; "
@@ -258,7 +290,7 @@ def parse(doc: Mapping[str, Any], path: str, names: Names | None = None) -> Know
     return KnownFailures(path, tuple(entries))
 
 
-def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Names) -> Entry:
+def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Names, shipped: bool = False) -> Entry:
     raw_id = table.get("id")
     label = f"entry {index} (id {raw_id!r})" if isinstance(raw_id, str) else f"entry {index}"
 
@@ -305,12 +337,12 @@ def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Na
         chains = []
         for chain in _strings(table["epilogues"], lambda p: fail("epilogues", p), "epilogue chain"):
             canonical = _chain(chain)
-            bad = [s for s in canonical.split("+") if canonical != "none" and s not in names.steps]
+            bad = [s for s in canonical.split("+") if canonical not in ("none", FUSED) and s not in names.steps]
             if bad:
                 raise fail(
                     "epilogues",
                     f"unknown epilogue step {bad[0]!r} in {chain!r}; steps: "
-                    f"{', '.join(names.steps)} joined by '+', or none",
+                    f"{', '.join(names.steps)} joined by '+', none, or {FUSED} (any chain but none)",
                 )
             chains.append(canonical)
         epilogues = tuple(dict.fromkeys(chains))
@@ -327,7 +359,7 @@ def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Na
         backends=listed("backend", names.backends, "backend") or (),
         versions=_versions(table["versions"], fail),
         kind=kind,
-        link=_link(text("link"), base, fail),
+        link=_link(text("link"), base, fail, urls_only=shipped),
         reason=text("reason"),
         routes=listed("route", None, "route"),
         ops=listed("ops", names.ops, "op"),
@@ -337,7 +369,17 @@ def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Na
         sizes=sizes,
         cpus=listed("cpu", CPUS, "CPU capability"),
         candidates=_patterns(table, fail),
+        origin=path,
+        shipped=shipped,
+        seen=_evidence(table, "seen", fail),
+        seen_right=_evidence(table, "seen_right", fail),
     )
+
+
+def _evidence(table: Mapping[str, Any], key: str, fail) -> tuple[str, ...]:
+    if key not in table:
+        return ()
+    return tuple(" ".join(s.split()) for s in _strings(table[key], lambda p: fail(key, p), "case description"))
 
 
 def _patterns(table: Mapping[str, Any], fail) -> tuple[str, ...] | None:
@@ -383,9 +425,13 @@ def _versions(value: Any, fail) -> dict[str, Any]:
     return out
 
 
-def _link(link: str, base: str, fail) -> str:
+def _link(link: str, base: str, fail, urls_only: bool = False) -> str:
     if re.match(r"^https?://\S+$", link):
         return link
+    if urls_only:
+        raise fail(
+            "link", f"{link!r} is not an http(s) URL; a shipped entry links an upstream issue or a published page"
+        )
     if "://" in link or " " in link:
         raise fail("link", f"{link!r} is neither an http(s) URL nor a relative path")
     target = link.split("#", 1)[0]

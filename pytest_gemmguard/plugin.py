@@ -50,8 +50,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _load_known(config: pytest.Config, path: str) -> Any:
-    """Read the known-failures file now (a malformed one is one usage-error line). A path from pyproject.toml
-    is relative to the rootdir; one from the command line or the environment, to where pytest runs."""
+    """Read the user's known-failures file now (a malformed one is one usage-error line; gemmguard's shipped
+    database joins it when the first GEMM test runs, `_state.session`: reading it imports torch). A path from
+    pyproject.toml is relative to the rootdir; one from the command line or the environment, to where pytest
+    runs."""
     import os
 
     from . import known

@@ -220,6 +220,10 @@ CORE: tuple[Setting, ...] = (
             table="known_failures", metavar="FILE"),
     Setting("known_strict", flag, False, "an XPASS (a known failure that no longer shows) fails its test, so the "
             "known-failures file stays true", flag="--gemm-known-strict", is_flag=True),
+    Setting("known_shipped", on_off, True, "apply the known upstream bugs gemmguard ships (on/off; default on); "
+            "your own --gemm-known file adds entries and overrides a shipped one by its id",
+            flag="--gemm-known-shipped", ini="gemm_known_shipped", env="GEMMGUARD_KNOWN_SHIPPED",
+            table="known_shipped", metavar="on|off"),
 )  # fmt: skip
 
 BENCH: tuple[Setting, ...] = (

@@ -9,6 +9,10 @@ pytest_plugins = ["pytester"]
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "act: runs a workflow with act in host mode (leave out with -m 'not act')")
+    config.addinivalue_line(
+        "markers",
+        "slow: builds or installs something, or runs pytest in a fresh process (leave out with -m 'not slow')",
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -144,33 +144,6 @@ def test_gpu_job_local_runs_the_workflows_commands():
 # ---------------------------------------------------------------- act
 
 
-# A real Inductor post-grad pass on the real ATen backend, planted by a pull request's root conftest.py:
-# every GEMM's result is off by one. The CPU job must fail on it.
-WRONG_ATEN = '''"""Planted by tests/test_workflows.py: every compiled GEMM of the aten backend is off by one."""
-
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class OffByOne(CustomGraphPass):
-    def __call__(self, graph):
-        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
-        for node in list(graph.nodes):
-            if node.target in gemms:
-                with graph.inserting_after(node):
-                    off = graph.call_function(torch.ops.aten.add.Tensor, (node, 1.0))
-                node.replace_all_uses_with(off)
-                off.args = (node, 1.0)
-
-    def uuid(self):
-        return "gemmguard-test-off-by-one"
-
-
-_options = AtenBackend.inductor_options
-AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": OffByOne()}
-'''
 
 # The CPU job's selection under act (GEMMGUARD_CI_TESTS): one example test on aten, few examples.
 QUICK = "examples/test_example_gemms.py::test_user_function -k aten --gemm-max-examples=4"
@@ -250,7 +223,7 @@ def test_a_clean_pull_request_passes_cpu_the_gpu_job_says_no_gpu_and_the_comment
 @pytest.mark.skipif(UNDER_ACT, reason="act does not run inside a job that act runs")
 def test_a_planted_wrong_kernel_fails_the_cpu_job_with_the_annotation_and_summary(tmp_path, act_venv):
     repo = actrun.snapshot(tmp_path / "repo")
-    (repo / "conftest.py").write_text(WRONG_ATEN)
+    (repo / "conftest.py").write_text(plants.WRONG_ATEN)
     actrun.commit(repo, "the pull request: a graph pass that breaks GEMMs")
     examples = (ROOT / "examples" / "test_example_gemms.py").read_text().splitlines()
     line = next(i for i, text in enumerate(examples, 1) if "gemm.check(lambda a, b: torch.tanh(a @ b))" in text)

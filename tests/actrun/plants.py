@@ -70,3 +70,31 @@ def plant(choices):
 
 select_algorithm.add_preprocessing_fn(plant)
 """
+
+# A real Inductor post-grad pass on the real ATen backend, planted as a root conftest.py
+# (a pull request's, a user's project): every GEMM's result is off by one. A gate must fail on it.
+WRONG_ATEN = '''"""Planted by gemmguard's tests: every compiled GEMM of the aten backend is off by one."""
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class OffByOne(CustomGraphPass):
+    def __call__(self, graph):
+        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
+        for node in list(graph.nodes):
+            if node.target in gemms:
+                with graph.inserting_after(node):
+                    off = graph.call_function(torch.ops.aten.add.Tensor, (node, 1.0))
+                node.replace_all_uses_with(off)
+                off.args = (node, 1.0)
+
+    def uuid(self):
+        return "gemmguard-test-off-by-one"
+
+
+_options = AtenBackend.inductor_options
+AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": OffByOne()}
+'''
