@@ -44,11 +44,7 @@ def failure_report(
     if verdict.eager_ratio is not None:
         lines.append(f"  eager PyTorch on the same inputs uses {verdict.eager_ratio:.3g}x of the tolerance")
         if verdict.eager_ratio > 1:
-            # Still a failure (never hidden), but one that says where to look: the library, not only the backend.
-            lines.append(
-                "  library:  eager PyTorch is outside the bound too on these inputs: wrong like the library "
-                "(torch or its vendor GEMM), not this backend alone"
-            )
+            lines += _like_eager(gemm, verdict)
     if others is not None:
         from .differential import report_lines  # here: differential.py needs torch, this module does not
 
@@ -59,6 +55,36 @@ def failure_report(
     lines.append(f"  kernels:  {', '.join(kernels) or 'none recorded'}")
     lines.append(f"  repro:    python {repro_path}" if repro_path else "  repro:    not written (see --gemm-repro-dir)")
     return "\n".join(lines)
+
+
+def _like_eager(gemm: Gemm, verdict: Verdict) -> list[str]:
+    """Eager PyTorch is outside the bound too on the same inputs. Still a failure (never hidden: for the aten
+    backend the compiled code calls the same library as eager), but one whose next step is plain: whose bug it
+    is, and how to keep the gate green until it is fixed."""
+    eager = verdict.eager_ratio or 0.0
+    if verdict.max_ratio > 2 * eager:  # the bound's own factor-2 margin
+        return [
+            f"  library:  eager PyTorch is outside the bound too on these inputs, but {gemm.backend} is "
+            f"{verdict.max_ratio / eager:.3g}x further off: the backend's own error, with the library's on top"
+        ]
+    case = gemm.case
+    try:
+        from importlib.metadata import version
+
+        major, minor = (int(p) for p in version("torch").split(".")[:2])
+        versions = f'{{ torch = ">={major}.{minor},<{major}.{minor + 1}" }}'
+    except Exception:  # no torch distribution to name (a source build): the user fills it in
+        versions = '{ torch = "..." }'
+    via = f'route = "{gemm.route}", ' if getattr(gemm, "route", None) else ""
+    return [
+        "  library:  eager PyTorch is outside the bound too on these inputs, and this backend is within 2x of it: "
+        "wrong like the library (torch or its vendor GEMM), not this backend alone",
+        "  next:     the repro script prints eager's error too. If both results are what a correct library may "
+        "return, the bound is gemmguard's bug (report it with the script); if not, torch's (report it there).",
+        f'            Until then a known-failures entry keeps the gate green: backend = "{gemm.backend}", {via}'
+        f'ops = ["{case.op}"], dtypes = ["{case.dtype}"], versions = {versions}, kind = "wrong-result", '
+        "with an id, link and reason of yours, narrowed to the layouts and sizes you saw (README: Known failures)",
+    ]
 
 
 def candidate_report(

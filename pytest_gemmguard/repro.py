@@ -147,11 +147,15 @@ with torch.no_grad(), inductor_config.patch(INDUCTOR_OPTIONS):
     out = compiled(*[a for i, a in enumerate(args) if i not in weights])
     with Float64ScaledMM():
         expected = fn(*[a.to(torch.float64) for a in args])
+    eager = fn(*args)  # eager PyTorch on the same inputs, under the same flags: is the library off too?
 err = (out.to(torch.float64) - expected).abs()
+eager_err = (eager.to(torch.float64) - expected).abs()
 index, tolerance = {index!r}, {tol!r}
 print("max |error|:", err.nan_to_num(nan=float("inf")).max().item())
+print("eager PyTorch's max |error|:", eager_err.nan_to_num(nan=float("inf")).max().item())
 if index:
     print("at", index, "got", out[index].item(), "expected", expected[index].item(), "tolerance", tolerance)
+    print("eager PyTorch there:", eager[index].item(), "|error|", eager_err[index].item())
     sys.exit(1 if not (err[index].item() <= tolerance) else 0)
 """
 

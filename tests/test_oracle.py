@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_gemmguard import fn_tolerance, oracle
-from pytest_gemmguard.cases import GemmCase, build_inputs, case_function
-from pytest_gemmguard.ops import DTYPES
+from pytest_gemmguard.cases import CaseInputs, GemmCase, build_inputs, case_function
+from pytest_gemmguard.ops import DTYPES, OPS, apply_chain
 from pytest_gemmguard.strategies import gemm_cases
 
 
@@ -224,3 +224,38 @@ def test_the_vectorized_gelu_tail_is_inside_the_tolerance():
     case = GemmCase("mm", 3, 48, 1, dtype="float32", epilogue="residual+gelu")
     _inputs, expected, tol, out = _eager(case)
     assert oracle.judge(out, expected, tol, torch.float32).max_ratio < 0.5
+
+
+def test_a_product_that_underflows_before_a_cast_passes():
+    """bmm 2x22x2x1 float16 then cast to float32: a product of 1.3e-5 is a float16 subnormal, stored with an
+    absolute error of up to 2^-25, while the float32 output's own tiny allows none of it (eager used 0.98x)."""
+    case = GemmCase("bmm", 22, 2, 1, batch=2, dtype="float16", epilogue="cast", seed=0)
+    _inputs, expected, tol, out = _eager(case)
+    assert oracle.judge(out, expected, tol, DTYPES[case.out_dtype]).max_ratio < 0.5
+    wrong = out.clone()
+    wrong[0, 0, 0] += 1e-3 * (1 + wrong[0, 0, 0].abs())
+    assert oracle.judge(wrong, expected, tol, DTYPES[case.out_dtype]).max_ratio > 1
+
+
+@pytest.mark.parametrize("op", ["addmm", "linear", "baddbmm"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("epilogue", ["none", "relu", "gelu"])
+def test_a_kernel_storing_the_product_before_its_bias_passes_the_case_s_bound(op, dtype, epilogue):
+    """The case's bound rounds the product by eps * |a @ b| before the bias is added (not by the result, which a
+    cancelling bias makes small): a kernel that stores the product in the dtype first (Inductor's addmm -> mm +
+    add, a bias epilogue reading the stored product) passes where the bias cancels the product."""
+    case = GemmCase(op, 9, 24, 64, batch=3 if op == "baddbmm" else 0, dtype=dtype, epilogue=epilogue, seed=3)
+    args = dict(zip(OPS[op].arg_names, build_inputs(case, "cpu").args, strict=True))
+    product = args["a"].float() @ (args["w"].t() if "w" in args else args["b"]).float()
+    noise = 1 + 2.0**-6 * torch.randn(product.shape, generator=torch.Generator().manual_seed(1))
+    cancelling = -(product * noise)
+    args["bias"] = (cancelling if op == "baddbmm" else cancelling[0]).to(DTYPES[dtype])
+    inputs = CaseInputs(tuple(args[r] for r in OPS[op].arg_names))
+    expected, tol = oracle.case_reference(case, inputs)
+    stored = product.to(DTYPES[dtype])
+    in_dtype = apply_chain(stored + args["bias"], case.steps, {}, None)
+    float32_epilogue = apply_chain(stored.float() + args["bias"].float(), case.steps, {}, None).to(DTYPES[dtype])
+    for out in (in_dtype, float32_epilogue):
+        assert oracle.judge(out, expected, tol, DTYPES[dtype]).max_ratio < 1
+    eager = case_function(case.op, case.epilogue, case.dtype)(*inputs.flat)
+    assert oracle.judge(eager, expected, tol, DTYPES[dtype]).max_ratio < 0.5

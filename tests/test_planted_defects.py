@@ -117,6 +117,7 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester,
     path = repro.write(str(pytester.path / "out"), gemm, None, backends.get(backend), wrong, dynamic=False)
     proc = subprocess.run([sys.executable, "-I", path], capture_output=True, text=True, timeout=300)
     assert "max |error|:" in proc.stdout, proc.stderr
+    assert "eager PyTorch's max |error|:" in proc.stdout  # is the library off too, on the same inputs?
     assert proc.returncode == 1  # the tolerance recorded (1e-30) is still broken: the script says so
     assert torch.__name__ in open(path).read() and "pytest_gemmguard" not in open(path).read()
 
@@ -164,7 +165,9 @@ def test_a_compile_past_the_timeout_fails_the_test_at_once(pytester):
 
 
 def test_a_failure_that_eager_shares_says_so_and_is_counted_apart():
-    """Still a failure, never hidden; but a report line and a summary line say the library is wrong too."""
+    """Still a failure, never hidden; but a report line and a summary line say the library is wrong too, and,
+    where the backend is within 2x of eager, what to do: whose bug it may be, and the known-failures entry that
+    keeps the gate green meanwhile. A backend far beyond eager is told it has an error of its own."""
     from pytest_gemmguard import oracle
     from pytest_gemmguard.cases import GemmCase
     from pytest_gemmguard.compile import CallRecord
@@ -176,10 +179,13 @@ def test_a_failure_that_eager_shares_says_so_and_is_counted_apart():
     case = GemmCase("mm", 4, 4, 4)
     mismatch = oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-6, 1, 16)
     gemm = Gemm(case, "aten", session=None, test_id="t.py::test_x[aten]")
-    for eager, shown in ((3.5, True), (0.2, False)):
+    for eager, shown in ((3.5, True), (6.0, True), (0.2, False)):
         verdict = oracle.Verdict(False, 9.0, 1.0, mismatch, eager)
         report = failure_report(gemm, verdict, CallRecord(), None, "aten")
         assert ("library:  eager PyTorch is outside the bound too" in report) is shown
+        assert ("aten is 2.57x further off: the backend's own error" in report) is (eager == 3.5)
+        assert ('a known-failures entry keeps the gate green: backend = "aten", ops = ["mm"], dtypes = '
+                '["float32"], versions = { torch = ">=' in report) is (eager == 6.0)  # fmt: skip
     tally = Tally()
     tally.add("aten", "failed", 2)
     tally.add("aten", "failed_like_eager")
