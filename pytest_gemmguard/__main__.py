@@ -1,4 +1,11 @@
-"""`python -m pytest_gemmguard harvest ...`: write the GEMMs a model runs to a harvest file.
+"""`python -m pytest_gemmguard harvest | verdicts | propose`: gemmguard's commands.
+
+    python -m pytest_gemmguard verdicts BASE.json HEAD.json     # new / pre-existing / fixed / coverage lost
+    python -m pytest_gemmguard propose RUN.json [RUN.json ...]   # [[known]] entries for a run's new failures
+
+`verdicts` compares two verdict records (`--gemm-verdicts`, verdicts.py) and exits 1 when the head has a new
+failure or lost coverage; `propose` prints proposed known-failures entries (proposals.py) for a person to
+review. `harvest` writes the GEMMs a model runs to a harvest file:
 
     python -m pytest_gemmguard harvest mypkg.models:build --inputs 2,8,64 --out gemms.json
     python -m pytest_gemmguard harvest --config llama.json --batch 1 --batch 8 --seq 512 --out gemms.json
@@ -46,7 +53,35 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--dtype", help="record GEMMs of the model's parameter dtype in this dtype (e.g. bfloat16)")
     h.add_argument("--out", help="the harvest JSON file to write (default: print it)")
     h.add_argument("--markdown", action="store_true", help="print the GEMMs as a Markdown table")
+    v = commands.add_parser("verdicts", help="compare a head run's verdict record with its base's")
+    v.add_argument("base", help="the base's record (--gemm-verdicts)")
+    v.add_argument("head", help="the head's record")
+    p = commands.add_parser("propose", help="propose known-failures entries for the failures in verdict records")
+    p.add_argument("records", nargs="+", help="verdict records (--gemm-verdicts)")
     return parser
+
+
+def verdicts_command(args: argparse.Namespace) -> int:
+    from . import verdicts
+
+    base, head = verdicts.load(args.base), verdicts.load(args.head)
+    result = verdicts.compare(base, head)
+    for name, (was, now) in verdicts.changed_facts(base, head).items():
+        print(f"gemmguard verdicts: {name} {was or 'not installed'} -> {now or 'not installed'}")
+    print("\n".join(result.lines()))
+    return 1 if result.blocking else 0
+
+
+def propose_command(args: argparse.Namespace) -> int:
+    from . import proposals, verdicts
+
+    entries = proposals.propose(verdicts.load(path) for path in args.records)
+    if not entries:
+        print("gemmguard: no failure in these records needs an entry (known ones have theirs)", file=sys.stderr)
+        return 0
+    print("# Proposed by `python -m pytest_gemmguard propose`: review each entry, name the mechanism, set the link.")
+    print("\n".join(entries), end="")
+    return 0
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -159,7 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             # The command names the skipped GEMMs itself, in one line on stderr.
             warnings.filterwarnings("ignore", message="gemmguard: harvest skipped")
-            return harvest_command(args)
+            commands = {"harvest": harvest_command, "verdicts": verdicts_command, "propose": propose_command}
+            return commands[args.command](args)
     except GemmUsageError as exc:
         print(f"gemmguard: {exc}", file=sys.stderr)
         return 2

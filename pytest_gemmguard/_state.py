@@ -33,6 +33,8 @@ class SharedState:
     explicit: set[str] = field(default_factory=set)  # backends the user named (not through auto/all)
     session: Any = None  # session.GemmSession, built on first use
     known: Any = None  # known.KnownFailures, read when the core plugin configures
+    base: Any = None  # verdicts.Record of the base (--gemm-base-verdicts), read when the core plugin configures
+    record: Any = None  # verdicts.Record this run writes (--gemm-verdicts)
     gpus: list | None = None  # the GPUs the xdist controller gives its workers (gpus.plan), on first use
     header_shown: bool = False
 
@@ -122,6 +124,7 @@ def session(config: pytest.Config) -> Any:
         # apart: a test's share goes from the first to the second on its report).
         known = _known(state.known, s["known_shipped"])
         state.session = GemmSession(compiler, options, known, bool(s["known_strict"]))
+        state.session.base, state.session.record = state.base, state.record
     return state.session
 
 

@@ -119,6 +119,11 @@ class KnownFailureFixed(GemmguardError):
     file no longer tells the truth, so the test fails until the entry is removed or narrowed."""
 
 
+class CoverageLost(GemmguardError):
+    """Cases the base's backend ran (its verdict record) that this run's backend refuses: a regression of what
+    is tested, even where nothing is wrong (verdicts.py)."""
+
+
 class GemmMismatch(GemmguardError, AssertionError):
     """A backend's kernel ran and produced a wrong result. `candidates` names the autotune candidates the
     failure is confirmed to come from, where it is (a known entry may name them): for a wrong winner, the
@@ -145,6 +150,10 @@ class MeasurementError(GemmguardError):
 
 class KnownFailureXPass(UserWarning):
     """A known failure that no longer shows (its cases ran and all passed): the entry may be stale."""
+
+
+class BaseFixed(UserWarning):
+    """Cases the base's verdict record has failing that pass in this run: fixed by the change (verdicts.py)."""
 
 
 class GemmBudgetError(GemmguardError, AssertionError):

@@ -24,8 +24,10 @@ from . import ahead_worker, backends, strategies
 from ._compat import hypothesis as hypothesis_compat
 from .errors import (
     BackendCrashed,
+    BaseFixed,
     CaseKilledProcess,
     CompileTimeout,
+    CoverageLost,
     GemmMismatch,
     KnownFailureFixed,
     KnownFailureXPass,
@@ -67,16 +69,46 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         from .known import KnownTracker
 
         tracker = KnownTracker(session.known, backend)
+    # Against a base's verdicts (verdicts.py): failures it has too, cases it failed that pass here, cases it ran
+    # that this backend now refuses. A run that writes a record keeps going past a failure (kept).
+    base, record = session.base, session.record
+    changes: dict[str, list[GemmCase]] = {"pre-existing": [], "fixed": [], "coverage lost": []}
+    kept: list[tuple[BaseException, GemmCase]] = []
 
-    def known(gemm: Gemm, kind: str, candidates: tuple[str, ...] = ()) -> str | None:
-        """The verdict line when a known failure explains this one (counted as xfail, not failed)."""
+    def known(gemm: Gemm, kind: str, exc: BaseException, candidates: tuple[str, ...] = ()) -> str | None:
+        """The verdict line when a known failure, or the base's same failure, explains this one (counted as
+        xfail, not failed); for a failure neither explains, a note where an entry fits all but its versions."""
         entry = tracker.note_failure(gemm.case, kind, gemm.route, candidates) if tracker is not None else None
-        if entry is None:
+        pre_existing = entry is None and base is not None and base.failed(test_id, gemm.case.describe())
+        if entry is None and not pre_existing:
+            near = tracker.near_miss(gemm.case, kind, gemm.route, candidates) if tracker is not None else None
+            if near:
+                exc.add_note(near)
             return None
         if kind == "wrong-result":
             session.tally.add(backend, "failed", -1)  # check() counted it before the file was consulted
         session.tally.add(backend, "xfailed")
+        if entry is None:
+            changes["pre-existing"].append(gemm.case)
+            return "pre-existing failure (the base's verdicts have it too)"
         return f"known failure {entry.id}"
+
+    def note(case: GemmCase, verdict: str) -> None:
+        """This example's outcome, for the run's record and against the base's."""
+        outcome = verdict if verdict in ("verified", "unsupported", "wrong-result", "raises") else None
+        if verdict.startswith("known failure "):
+            outcome = "known:" + verdict.split()[2]
+        elif verdict.startswith("pre-existing"):
+            outcome = "pre-existing"
+        if outcome is None:
+            return
+        described = case.describe()
+        if record is not None:
+            record.add(test_id, backend, described, outcome)
+        if base is not None and outcome == "verified" and base.failed(test_id, described):
+            changes["fixed"].append(case)
+        if base is not None and outcome == "unsupported" and base.ran(test_id, described):
+            changes["coverage lost"].append(case)
 
     pool = session.pool_for(backend)
     spent: list[float] = []
@@ -99,18 +131,28 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             hypothesis.event(f"unsupported: {exc.reason}")
             verdict = "unsupported"
         except GemmMismatch as exc:
-            verdict = known(gemm, "wrong-result", getattr(exc, "candidates", ()))
+            verdict = known(gemm, "wrong-result", exc, getattr(exc, "candidates", ()))
             if verdict is None:
                 took = time.perf_counter() - started
                 # The report's first line at once: a run cut short (a CI time limit) still says what failed.
                 what = headline(exc, 240)
                 head = f"[{backend}] {step}/{total} {case.describe()}"
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
-                raise
+                note(case, "wrong-result")
+                if record is None:
+                    raise
+                kept.append((exc, case))  # the record covers the whole draw: on to the next example
+                verdict = "FAILED (wrong result; kept going for --gemm-verdicts)"
             outcome["ran"] += 1
         except STOPS as exc:
-            verdict = known(gemm, "raises") if isinstance(exc, BackendCrashed) else None
-            if verdict is None:
+            verdict = known(gemm, "raises", exc) if isinstance(exc, BackendCrashed) else None
+            if verdict is None and isinstance(exc, BackendCrashed) and record is not None:
+                note(case, "raises")
+                kept.append((exc, case))
+                verdict = f"FAILED ({type(exc).__name__}: {headline(exc, 200)}; kept going for --gemm-verdicts)"
+            elif verdict is None:
+                if isinstance(exc, BackendCrashed):
+                    note(case, "raises")
                 stopped.append((exc, case))
                 verdict = f"FAILED ({type(exc).__name__}: {headline(exc, 200)})"  # shown at once, like a wrong result
             else:
@@ -124,6 +166,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             what = f"FAILED ({type(exc).__name__}, {took:.1f} s)"
             session.progress(f"[{backend}] {step}/{total} {case.describe()}: {what}")
             raise
+        note(case, verdict)
         took = time.perf_counter() - started
         spent.append(took)
         session.tally.add(backend, "example_s", took)  # the wall time per example: cases/min in the table
@@ -139,7 +182,11 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         session.progress(f"[{backend}] {line}")
 
     shared = SHARED
-    explore_run = settings(max_examples=max(p.explore_n, 1), report_multiple_bugs=False, **shared)(
+    # The same draw as the base's (or, recording, a base's for later): no example database replaying earlier
+    # failures first.
+    pinned = base is not None or record is not None
+    drawing = {**shared, "database": None} if pinned else shared
+    explore_run = settings(max_examples=max(p.explore_n, 1), report_multiple_bugs=False, **drawing)(
         given(case=strategy)(one_example)
     )
     if run_seed is not None:
@@ -147,8 +194,8 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     if options.replay:
         version, _, blob = options.replay.partition(":")
         explore_run = hypothesis.reproduce_failure(version, blob.encode())(explore_run)
-    # One database key per test and backend: examples that failed before are replayed first.
-    hypothesis_compat.set_database_key(explore_run, test_id.encode())
+    if not pinned:  # One database key per test and backend: examples that failed before are replayed first.
+        hypothesis_compat.set_database_key(explore_run, test_id.encode())
     runs = [explore_run] if space.cases is None else []  # harvested cases are never mixed with random draws
     if explicit:
         visit = given(case=strategy)(one_example)
@@ -178,10 +225,37 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             raise KeyboardInterrupt from None  # outside Hypothesis: no "Failing explicit example" epitaph
         exc.add_note(f"gemmguard: on {case.describe()} ({case!r}); not shrunk: this outcome does not depend on size")
         raise exc
+    if kept:  # --gemm-verdicts went on past these: the first is the test's failure, unshrunk
+        exc, case = kept[0]
+        more = f"; {len(kept) - 1} more failure(s) of this test" if len(kept) > 1 else ""
+        exc.add_note(f"gemmguard: on {case.describe()}; not shrunk: --gemm-verdicts records the whole draw{more}")
+        raise exc
+    if changes["coverage lost"]:
+        lost = changes["coverage lost"]
+        raise CoverageLost(
+            f"gemmguard: {backend} refuses {len(lost)} case(s) the base's backend ran (--gemm-base-verdicts): "
+            + "; ".join(c.describe() for c in lost[:5])
+        )
+    _changes_outcome(changes, backend)
     if outcome["ran"] == 0 and outcome["unsupported"]:
         raise Unsupported(backend, reasons.most_common(1)[0][0], every_of=outcome["unsupported"])
     if tracker is not None:
         _known_outcome(session, tracker, backend)
+    if changes["pre-existing"]:
+        import pytest
+
+        cases = "; ".join(c.describe() for c in changes["pre-existing"][:5])
+        pytest.xfail(f"gemmguard: pre-existing failure(s), the base's verdicts have them too: {cases}")
+
+
+def _changes_outcome(changes: dict[str, list], backend: str) -> None:
+    """A case the base failed that passes here: said once per test, as a warning (never a failure)."""
+    import warnings
+
+    if changes["fixed"]:
+        cases = "; ".join(c.describe() for c in changes["fixed"][:5])
+        warnings.warn(f"gemmguard: {backend} fixed {len(changes['fixed'])} case(s) the base failed: {cases}",
+                      BaseFixed, stacklevel=3)  # fmt: skip
 
 
 @dataclasses.dataclass

@@ -19,6 +19,7 @@ from .errors import (
     BackendCrashed,
     BackendUnavailable,
     CompileTimeout,
+    CoverageLost,
     GemmguardError,
     GemmUsageError,
     KnownFailureFixed,
@@ -46,7 +47,43 @@ def pytest_configure(config: pytest.Config) -> None:
     path = state.settings["known"]
     if path:
         state.known = _load_known(config, path)
+    _verdict_records(config, state)
     config.pluginmanager.register(_SummaryCollector(state.tally), "gemmguard-summary")
+
+
+def _verdict_records(config: pytest.Config, state: _state.SharedState) -> None:
+    """The base's verdict record (its seed is this run's: the same draw), and this run's own record. A record
+    needs one draw across pytest-xdist workers: the controller picks the seed and hands it to each worker."""
+    import random
+
+    from . import verdicts
+
+    s = state.settings
+    worker_seed = getattr(config, "workerinput", {}).get("gemmguard_seed")
+    if s["base_verdicts"]:
+        try:
+            state.base = verdicts.load(s["base_verdicts"])
+        except GemmUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if s["seed"] is not None and state.base.seed is not None and s["seed"] != state.base.seed:
+            raise pytest.UsageError(
+                f"--gemm-seed={s['seed']}: the base record {s['base_verdicts']} was drawn with seed {state.base.seed}; "
+                "pass that seed or none, so base and head check the same cases"
+            )
+        if s["seed"] is None:
+            s["seed"] = state.base.seed
+    if (s["verdicts"] or s["base_verdicts"]) and s["seed"] is None:
+        s["seed"] = worker_seed if worker_seed is not None else random.SystemRandom().getrandbits(31)
+    if s["verdicts"]:
+        state.record = verdicts.Record(s["seed"], verdicts.facts())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: each worker draws with the controller's seed (a record, or a base's, needs one draw)."""
+    state = _state.get(node.config)
+    if state is not None and state.settings["seed"] is not None:
+        node.workerinput["gemmguard_seed"] = state.settings["seed"]
 
 
 def _load_known(config: pytest.Config, path: str) -> Any:
@@ -276,7 +313,7 @@ def _outcome_of(exc: BaseException, backend: str, state: _state.SharedState) -> 
             why = "it was named in --gemm-backends (pass --gemm-allow-unavailable to skip it instead)"
             return "unavailable", f"gemmguard: {exc}; failing because {why}", False
         return "unavailable", f"gemmguard: {exc}", True
-    if isinstance(exc, (CompileTimeout, BackendCrashed, KnownFailureFixed, MeasurementError)):
+    if isinstance(exc, (CompileTimeout, BackendCrashed, KnownFailureFixed, MeasurementError, CoverageLost)):
         notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))
         return "failed", f"gemmguard: {exc}{notes}", False
     if isinstance(exc, (UserCodeError, GemmUsageError)):
@@ -339,10 +376,30 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A run in which GEMM tests were selected but no backend ran anything is not green."""
     state = _state.get(session.config)
+    if state is not None and state.record is not None:
+        _write_record(session.config, state)
     if state is None or hasattr(session.config, "workerinput") or not state.tally.outcomes:
         return
     if not state.tally.ran_anything() and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _write_record(config: pytest.Config, state: _state.SharedState) -> None:
+    """This run's verdict record (--gemm-verdicts): a pytest-xdist worker writes its part beside the path, the
+    controller merges the parts into the file."""
+    from . import verdicts
+
+    path = state.settings["verdicts"]
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is not None:
+        state.record.save(verdicts.part_path(path, worker))
+        return
+    written = verdicts.merge_parts(path, state.record).save(path)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(
+            f"gemmguard: verdicts of {len(state.record.results)} cases (seed {state.record.seed}) written to {written}"
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

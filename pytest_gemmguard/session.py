@@ -37,6 +37,8 @@ class GemmSession:
         self.tally = Tally()
         self.known = known  # known.KnownFailures, or None without a known-failures file
         self.known_strict = known_strict
+        self.base: Any = None  # verdicts.Record of the base: failures it has too are pre-existing (verdicts.py)
+        self.record: Any = None  # verdicts.Record this run writes (--gemm-verdicts), or None
         self.pool: Any = None  # ahead.AheadPool, started by the first test that uses it
         self.plans: dict = {}  # (test id, backend) -> explore.Plan, made once per session
         self.confirmations: dict = {}  # (case, backend, candidate) -> what confirm.py's compile returned

@@ -224,6 +224,13 @@ CORE: tuple[Setting, ...] = (
             "your own --gemm-known file adds entries and overrides a shipped one by its id",
             flag="--gemm-known-shipped", ini="gemm_known_shipped", env="GEMMGUARD_KNOWN_SHIPPED",
             table="known_shipped", metavar="on|off"),
+    Setting("verdicts", writable_file, None, "write every example's case and verdict to this JSON record (the "
+            "run keeps going past a failure so the record covers the whole draw; the test still fails)",
+            flag="--gemm-verdicts", env="GEMMGUARD_VERDICTS", metavar="PATH"),
+    Setting("base_verdicts", text, None, "a verdict record of the base (--gemm-verdicts): its seed is drawn "
+            "again; a failure it has too is pre-existing (reported, not failed), one it lacks is new, a case it "
+            "ran that this run's backend refuses is coverage lost (fails)", flag="--gemm-base-verdicts",
+            env="GEMMGUARD_BASE_VERDICTS", metavar="PATH"),
 )  # fmt: skip
 
 BENCH: tuple[Setting, ...] = (

@@ -789,3 +789,56 @@ def test_a_known_crash_that_loses_the_cuda_context_is_xfail_and_ends_the_test(py
     result.assert_outcomes(xfailed=1)
     assert (pytester.path / "compiles.txt").read_text().count("compile") == 1, result.stdout.str()
     assert "the CUDA context is lost" in result.stdout.str()
+
+
+# ---------------------------------------------------------------- shipped and user entries together
+
+
+def test_a_users_entry_overrides_a_shipped_one_by_id_and_adds_its_own(tmp_path, shipped):
+    path = write(tmp_path, GOOD_ENTRY + GOOD_ENTRY.replace('id = "good"', 'id = "torch-cpp-offset-frozen-weight"'))
+    merged = kn.load(path, NAMES).merged_over(shipped)
+    ids = [e.id for e in merged.entries]
+    assert ids[:2] == ["good", "torch-cpp-offset-frozen-weight"] and ids.count("torch-cpp-offset-frozen-weight") == 1
+    assert {e.id for e in merged.entries} == {"good"} | {e.id for e in shipped.entries}
+    mine = merged.entries[1]
+    assert not mine.shipped and mine.origin == path and mine.link == "https://example.org/bug/1"
+
+
+def test_a_shipped_entry_needs_a_public_link(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "bug.md").write_text("# bug\n")
+    path = write(tmp_path, GOOD_ENTRY.replace("https://example.org/bug/1", "docs/bug.md"))
+    assert kn.load(path, NAMES).entries[0].link == "docs/bug.md"  # a user's file may point into its repository
+    with pytest.raises(GemmUsageError, match="is not an http\\(s\\) URL; a shipped entry links"):
+        kn.load(path, NAMES, shipped=True)
+
+
+def test_a_failure_an_entry_fits_but_for_its_versions_is_named_in_the_report(tmp_path):
+    kf = one_entry(tmp_path, layouts='"offset"', versions='{ torch = ">=2.13,<2.14" }')
+    tracker = kn.KnownTracker(kf, "cpp", {"torch": "2.15.0"})
+    assert tracker.note_failure(case(), "wrong-result") is None  # a failure: the bug may have changed
+    line = tracker.near_miss(case(), "wrong-result")
+    assert (
+        "known failure e1 " in line
+        and "for torch " in line
+        and ">=2.13" in line
+        and "<2.14" in line
+        and "installed: torch 2.15.0" in line
+    )
+    assert tracker.near_miss(case(layout="contiguous"), "wrong-result") is None  # outside its pattern: nothing
+    assert kn.KnownTracker(kf, "cpp", TORCH_213).near_miss(case(), "wrong-result") is None  # in range: no miss
+
+
+def test_fused_names_every_epilogue_chain_but_none(tmp_path):
+    kf = one_entry(tmp_path, epilogues='"fused"')
+    (entry,) = kf.entries
+    assert entry.covers(case(epilogue="gelu")) and entry.covers(case(epilogue="bias+relu+gelu"))
+    assert not entry.covers(case(epilogue="none"))
+
+
+def test_evidence_keys_are_lists_of_case_descriptions(tmp_path):
+    kf = one_entry(tmp_path, seen='["mm 1×2×3 float32 offset"]', seen_right='"mm 4×2×3 float32 offset"')
+    (entry,) = kf.entries
+    assert entry.seen == ("mm 1×2×3 float32 offset",) and entry.seen_right == ("mm 4×2×3 float32 offset",)
+    with pytest.raises(GemmUsageError, match="key 'seen': must be a case description or a non-empty list"):
+        one_entry(tmp_path, seen="[]")
