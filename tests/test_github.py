@@ -391,3 +391,54 @@ def test_an_inconclusive_benchmark_has_its_own_column_and_fails_the_gate_unless_
     # One round that could tell (ok) outweighs rounds that could not.
     (mixed,) = github.judge_rounds([_report("inconclusive"), _report("ok")])
     assert mixed.verdict == "ok"
+
+
+# ---------------------------------------------------------------- failures judged on the change
+
+# torch's real CPP offset-weight bug stands for an upstream bug nobody in a pull request can act on (the shipped
+# entries switched off, so it shows as a failure on both sides).
+OFFSET_TEST = """
+from pytest_gemmguard import gemm_case
+
+
+@gemm_case(ops=["linear"], dtypes=["float32"], layouts=["offset", "contiguous"], epilogues=["none"],
+           shapes=[(5, 6, 130)])
+def test_linear(gemm):
+    gemm.check()
+"""
+
+
+@pytest.mark.slow
+def test_the_gate_judges_failures_against_the_base_commit(pytester):
+    repo = pytester.path
+    (repo / "test_lin.py").write_text(OFFSET_TEST)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    base = _git(repo, "rev-parse", "HEAD")
+    (repo / "README.md").write_text("a change that touches no GEMM\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "head: unchanged GEMMs")
+    common = ("--tests=test_lin.py", "--backends=aten,cpp", "--verdicts=base-commit", f"--base-ref={base}",
+              "--pytest-args=--gemm-known-shipped=off --gemm-compile-workers=0")  # fmt: skip
+    rc, outputs, out = _gate(repo, "--title=unchanged", *common)
+    assert rc == 0 and outputs["verdict"] == "pass", out[-4000:]
+    summary = (repo / "step-summary.md").read_text()
+    assert f"Verdicts: failures judged against the base {base[:12]}, run here first." in summary, summary
+    assert "0 new, 0 coverage lost, 1 pre-existing, 0 fixed" in summary, summary
+    assert (repo / "report" / "base-verdicts.json").is_file() and (repo / "report" / "verdicts.json").is_file()
+    assert _git(repo, "worktree", "list").count("\n") == 0  # the base's worktree is gone
+
+    (repo / "conftest.py").write_text(plants.WRONG_ATEN)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "head: a new wrong result")
+    rc, outputs, out = _gate(repo, "--title=broken", *common)
+    assert rc == 1 and outputs["verdict"] == "fail", out[-4000:]
+    summary = (repo / "step-summary.md").read_text()
+    assert "new failure: test_lin.py::test_linear[aten]: linear 5×6×130 float32" in summary, summary
+    assert "pre-existing (not blocking): test_lin.py::test_linear[cpp]" in summary, summary
+    errors = [x for x in out.splitlines() if x.startswith("::error ")]
+    assert errors and all("test_linear[aten]" in x for x in errors), out[-4000:]
+
+    rc, _, out = _gate(repo, "--title=bad", "--tests=test_lin.py", "--verdicts=nowhere.json")
+    assert rc == 2 and "--verdicts=nowhere.json: no such verdict record" in out, out[-2000:]

@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--base-ref", default="", help="the base commit (base-commit mode)")
     p.add_argument("--rounds", type=int, default=2, help="base/head rounds, interleaved (base-commit mode)")
     p.add_argument("--known-failures", default="", help="known-failures TOML, passed as --gemm-known")
+    p.add_argument("--verdicts", default="none", help="judge the tests' failures on the change: none, record "
+                   "(write this run's verdicts), base-commit (the base's tests run here first) or a stored "
+                   "verdict record")  # fmt: skip
     p.add_argument("--require-baseline", action="store_true", help="a missing baseline is an error (passes "
                    "--gemm-require-baseline to the benchmark runs)")  # fmt: skip
     p.add_argument("--pytest-args", default="", help="extra arguments of the test run")

@@ -8,38 +8,89 @@ import argparse
 import os
 import shlex
 
+from ..errors import GemmUsageError
 from ..files import write_text_atomic
 from .annotate import annotations
 from .commands import append_summary, set_outputs, workflow_command
 from .junit import TestResult, read_junit
-from .rounds import bench_gate, run_pytest
+from .rounds import tree_env, base_tree, bench_gate, remove_tree, run_pytest
 from .summary import passed, summary_markdown
 
 
-def _test_run(opts: argparse.Namespace, root: str, out: str, junit: str) -> tuple[list[TestResult], str]:
-    """The correctness run: its results and, when it did not happen as asked, the one line saying so."""
+def _test_args(opts: argparse.Namespace, junit: str, repro: str) -> list[str]:
     tests = shlex.split(opts.tests or "")
-    args = [*tests, "-p", "no:cacheprovider", f"--junitxml={junit}", f"--gemm-repro-dir={os.path.join(out, 'repro')}"]
+    args = [*tests, "-p", "no:cacheprovider", f"--junitxml={junit}", f"--gemm-repro-dir={repro}"]
     if opts.backends.strip():
         args.append(f"--gemm-backends={opts.backends.strip()}")
     if opts.known_failures:
         args.append(f"--gemm-known={opts.known_failures}")
     if opts.bench_tests.strip():
         args.append("--gemm-no-bench")  # measured afterwards, against the baseline
+    return [*args, *shlex.split(opts.pytest_args or "")]
+
+
+def _base_verdicts(opts: argparse.Namespace, root: str, out: str) -> tuple[list[str], str]:
+    """What the head's test run adds to judge its failures on the change (verdicts.py), and the line saying
+    against what: `none`, `record` (the head's verdicts written, for a later run to compare against: a push to
+    main), `base-commit` (the base's tests run here first, in a worktree, recording theirs) or a stored record."""
+    mode = (opts.verdicts or "none").strip()
+    if mode == "none":
+        return [], ""
+    own = [f"--gemm-verdicts={os.path.join(out, 'verdicts.json')}"]
+    if mode == "record":
+        return own, "this run's verdicts recorded in verdicts.json"
+    if mode != "base-commit":
+        if not os.path.isfile(os.path.join(root, mode)):
+            raise GemmUsageError(f"gemmguard: --verdicts={mode}: no such verdict record; use none, record, "
+                                 "base-commit or the path of a record (--gemm-verdicts)")  # fmt: skip
+        return [*own, f"--gemm-base-verdicts={os.path.join(root, mode)}"], f"failures judged against {mode}"
+    record = os.path.join(out, "base-verdicts.json")
+    if os.path.exists(record):
+        os.unlink(record)
+    tree, sha = base_tree(root, opts.base_ref)
+    try:
+        base_out = os.path.join(out, "base")
+        args = _test_args(opts, os.path.join(base_out, "junit-tests.xml"), os.path.join(base_out, "repro"))
+        rc, said = run_pytest([*args, f"--gemm-verdicts={record}"], tree, tree_env(tree), label="tests, base")
+    finally:
+        remove_tree(root, tree)
+    if not os.path.exists(record):
+        why = said or f"exit status {rc}"
+        return own, f"the base {sha[:12]} wrote no verdict record ({why}): every failure is judged as new"
+    return [*own, f"--gemm-base-verdicts={record}"], f"failures judged against the base {sha[:12]}, run here first"
+
+
+def _test_run(opts: argparse.Namespace, root: str, out: str, junit: str) -> tuple[list[TestResult], str, str]:
+    """The correctness run: its results, the line saying what its failures were judged against, and, when it did
+    not happen as asked, the one line saying so."""
+    extra, against = _base_verdicts(opts, root, out)
     if os.path.exists(junit):
         os.unlink(junit)
-    rc, said = run_pytest([*args, *shlex.split(opts.pytest_args or "")], root, label="tests")
+    rc, said = run_pytest([*_test_args(opts, junit, os.path.join(out, "repro")), *extra], root, label="tests")
     results = read_junit(junit, root) if os.path.exists(junit) else []
     if rc == 5:
-        return results, f"gemmguard: pytest collected no tests in {opts.tests}"
+        return results, against, f"gemmguard: pytest collected no tests in {opts.tests}"
     if rc not in (0, 1):
-        return results, f"gemmguard: the test run ended with exit status {rc}: " + (said or "see its log above")
+        why = f"gemmguard: the test run ended with exit status {rc}: " + (said or "see its log above")
+        return results, against, why
     if not os.path.exists(junit):
-        return results, "gemmguard: the test run wrote no JUnit XML"
+        return results, against, "gemmguard: the test run wrote no JUnit XML"
     if rc == 1 and not any(r.outcome in ("failed", "error") for r in results):
         # gemmguard fails a run in which GEMM tests were selected but no backend ran anything.
-        return results, "gemmguard: the test run failed without a failing test: no backend ran anything (see its log)"
-    return results, ""
+        why = "gemmguard: the test run failed without a failing test: no backend ran anything (see its log)"
+        return results, against, why
+    return results, against, ""
+
+
+def _changes(out: str, against: str) -> list[str]:
+    """The summary's lines on the change: what the verdicts were judged against, and what moved."""
+    from .. import verdicts
+
+    base, head = os.path.join(out, "base-verdicts.json"), os.path.join(out, "verdicts.json")
+    lines = [f"Verdicts: {against}."] if against else []
+    if os.path.exists(base) and os.path.exists(head):
+        lines += [f"    {line}" for line in verdicts.compare(verdicts.load(base), verdicts.load(head)).lines()]
+    return lines
 
 
 def gate(opts: argparse.Namespace) -> int:
@@ -49,8 +100,9 @@ def gate(opts: argparse.Namespace) -> int:
     results: list[TestResult] = []
     failed_run = ""
     junit = os.path.join(out, "junit-tests.xml")
+    against = ""
     if shlex.split(opts.tests or ""):
-        results, failed_run = _test_run(opts, root, out, junit)
+        results, against, failed_run = _test_run(opts, root, out, junit)
     bench = None
     bench_results: list[TestResult] = []
     bench_tests = shlex.split(opts.bench_tests or "")
@@ -71,6 +123,9 @@ def gate(opts: argparse.Namespace) -> int:
     for line in annotations(results, bench, bench_results):
         print(line)
     text = summary_markdown(opts.title, results, bench, run_error=failed_run)
+    changes = _changes(out, against)
+    if changes:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(changes) + "\n"
     write_text_atomic(os.path.join(out, "summary.md"), text)
     write_text_atomic(os.path.join(out, "comment.md"), text)
     append_summary(os.environ.get("GITHUB_STEP_SUMMARY"), text)

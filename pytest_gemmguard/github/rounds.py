@@ -44,13 +44,34 @@ def _git(root: str, *args: str) -> str:
     return proc.stdout.strip()
 
 
-def _tree_env(tree: str) -> dict[str, str]:
+def tree_env(tree: str) -> dict[str, str]:
     """The environment of a run in `tree`: the tree's own code first on the import path (and its src/, for a
     src layout), ahead of any editable install of the head."""
     env = dict(os.environ)
     paths = [tree] + ([os.path.join(tree, "src")] if os.path.isdir(os.path.join(tree, "src")) else [])
     env["PYTHONPATH"] = os.pathsep.join([*paths, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     return env
+
+
+def base_tree(root: str, base_ref: str) -> tuple[str, str]:
+    """A git worktree of the base commit (remove it with `remove_tree`): (its path, the commit)."""
+    if not base_ref:
+        raise GemmUsageError("gemmguard: base-commit needs --base-ref (the pull request's base commit)")
+    try:
+        sha = _git(root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
+    except GemmguardError:
+        raise GemmguardError(
+            f"gemmguard: base commit {base_ref} is not in this clone (check out with fetch-depth: 0)"
+        ) from None
+    tree = tempfile.mkdtemp(prefix="gemmguard-base-")
+    os.rmdir(tree)  # git worktree add wants to create it
+    _git(root, "worktree", "add", "--detach", tree, sha)
+    return tree, sha
+
+
+def remove_tree(root: str, tree: str) -> None:
+    subprocess.run(["git", "-C", root, "worktree", "remove", "--force", tree], capture_output=True)
+    shutil.rmtree(tree, ignore_errors=True)
 
 
 @dataclasses.dataclass
@@ -104,24 +125,14 @@ class _Runs:
         self.heads.append(read_report(report))
 
     def base_commit(self, base_ref: str, rounds: int) -> str:
-        if not base_ref:
-            raise GemmUsageError("gemmguard: baseline base-commit needs --base-ref (the pull request's base commit)")
-        try:
-            sha = _git(self.root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
-        except GemmguardError:
-            raise GemmguardError(
-                f"gemmguard: base commit {base_ref} is not in this clone (check out with fetch-depth: 0)"
-            ) from None
-        tree = tempfile.mkdtemp(prefix="gemmguard-base-")
-        os.rmdir(tree)  # git worktree add wants to create it
-        _git(self.root, "worktree", "add", "--detach", tree, sha)
+        tree, sha = base_tree(self.root, base_ref)
         try:
             for r in range(1, rounds + 1):
                 saved = os.path.join(self.bench_dir, f"base-{r}.json")
                 if os.path.exists(saved):
                     os.unlink(saved)  # a stale file would be updated, not replaced
                 save = [*self.common, f"--gemm-save-baseline={saved}"]
-                rc, _ = run_pytest(save, tree, self.env("base", _tree_env(tree)), f"benchmarks, base, round {r}")
+                rc, _ = run_pytest(save, tree, self.env("base", tree_env(tree)), f"benchmarks, base, round {r}")
                 doc = read_report(saved)
                 if doc is None and rc not in (0, 5):
                     # The base crashed (seen on the H200: a base from before the two-plugin split, run with
@@ -138,8 +149,7 @@ class _Runs:
                 if self.error:
                     break
         finally:
-            subprocess.run(["git", "-C", self.root, "worktree", "remove", "--force", tree], capture_output=True)
-            shutil.rmtree(tree, ignore_errors=True)
+            remove_tree(self.root, tree)
         return f"head against the base {sha[:12]}, measured here, {rounds} interleaved rounds"
 
 
