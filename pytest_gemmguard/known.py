@@ -1,4 +1,6 @@
-"""Known failures: a file the user keeps, naming backend bugs that are already understood.
+"""Known failures: upstream backend bugs that are already understood. gemmguard ships its own
+(`known-failures.toml` beside this module, applied in every project unless --gemm-known-shipped=off); a user's
+file adds entries and replaces a shipped one of the same id (`KnownFailures.merged_over`).
 
 A failure that an entry describes is reported as xfail with the entry's link instead of failing the run;
 an entry whose bug no longer shows (examples it describes ran and all passed) is reported as XPASS, so the
@@ -13,7 +15,8 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
     ops = ["mm", "linear"]                      # optional, each a string or a list: the case must be one of
     dtypes = ["float32"]                        #   these; a key left out matches every value
     layouts = ["offset"]
-    epilogues = ["none", "bias+relu"]           #   whole chains, as a case names them
+    epilogues = ["none", "bias+relu"]           #   whole chains, as a case names them; "fused": every
+                                                #   chain but none
     m = ">=2"                                   # optional size conditions on m, n, k, batch: an integer
     k = "<=8,%8!=0"                             #   (exactly that) or comma-joined clauses that must all
                                                 #   hold: ==N !=N <N <=N >N >=N %D==R %D!=R
@@ -30,12 +33,16 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
                                                 #   candidate of another name included, stays a failure.
                                                 #   Patterns should not pin a candidate's number: Inductor
                                                 #   numbers choices per compile
-    versions = { torch = ">=2.13,<2.14" }       # required, non-empty: distribution name -> PEP 440
+    versions = { torch = ">=2.13" }             # required, non-empty: distribution name -> PEP 440
                                                 #   specifier set; "" means installed at any version; a
-                                                #   package that is not installed never matches
+                                                #   package that is not installed never matches. Open from
+                                                #   the first version seen until a release is seen fixed
     kind = "wrong-result"                       # required: wrong-result | raises | any
     link = "docs/findings.md#some-anchor"       # required: http(s) URL, or a path relative to this file
+                                                #   (the shipped file: public URLs only)
     reason = "what the bug is, in one line"     # required
+    seen = ["mm 5×6×130 float32 offset"]        # optional evidence: cases it failed on, and the
+    seen_right = ["mm 5×6×130 float32 contiguous"]  # neighbours seen right
 
 Every key is checked when the file is read: an unknown key, a wrong type, an unknown backend, op, dtype,
 layout or epilogue step, a bad size condition or specifier, a missing required key or a duplicate id is a
