@@ -81,6 +81,21 @@ def _user_eager(fn: Callable[..., Any], flat: tuple) -> Any:
     return out
 
 
+def _comparable(expected: Any, dtype: torch.dtype) -> None:
+    """The test's own function must give the oracle something to compare: a result that is NaN or infinite in
+    every element (its float64 value, stored as its dtype) passes wherever the backend's is too, so it would
+    verify nothing."""
+    if not isinstance(expected, torch.Tensor) or not (expected.is_floating_point() or expected.is_complex()):
+        return
+    if expected.numel() and bool(torch.isfinite(expected.to(dtype)).any()):
+        return
+    raise UserCodeError(
+        "gemm.check(fn): your function's result is NaN or infinite in every element, so nothing could be compared"
+        if expected.numel()
+        else "gemm.check(fn): your function's result is empty, so nothing could be compared"
+    )
+
+
 def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend) -> CheckResult:
     started = time.perf_counter()
     case, inputs = gemm.case, gemm.inputs
@@ -95,6 +110,7 @@ def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, back
         target, flat = fn, inputs.args
         expected_dtype = _user_eager(fn, flat).dtype
         expected, tol = fn_tolerance.bound(fn, flat, case.dtype, expected_dtype, lambda: case_tol)
+        _comparable(expected, expected_dtype)
     learnt = _learn_ahead(session, gemm, backend, fn)
     if worker_found_unsupported(learnt, fn):
         raise Unsupported(backend.name, learnt.get("detail") or "no kernel of the backend ran (compile-ahead worker)")

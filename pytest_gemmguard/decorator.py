@@ -15,34 +15,57 @@ from typing import Any
 
 from ._compat.pytest import point_reports_at
 from ._state import RUNNER_FIXTURE
-from .errors import GemmUsageError
+from .errors import GemmUsageError, NothingVerified
 from .space import case_space
 
 GEMM_ARG = "gemm"
 
 
-def gemm_case(**kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def gemm_case(test: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
     """Run the decorated test once per selected backend, on GEMM cases drawn by Hypothesis.
 
-    The test takes an argument `gemm` (see `Gemm`); other pytest fixtures work as usual. Keyword
-    arguments narrow the case space: ops, dtypes, epilogues, layouts, shapes, max_examples; or
-    `harvested=` (a harvest list or file, see pytest_gemmguard.harvest) gives the cases, `around=True`
-    adds sizes next to them.
+    The test takes an argument `gemm` (see `Gemm`); other pytest fixtures work as usual, and so does a test
+    method of a class. Keyword arguments narrow the case space: ops, dtypes, epilogues, layouts, shapes,
+    max_examples; or `harvested=` (a harvest list or file, see pytest_gemmguard.harvest) gives the cases,
+    `around=True` adds sizes next to them. Bare `@gemm_case` is `@gemm_case()`: the whole case space.
+    Every example must call `gemm.check()` (or `gemm.check(fn)`): one that returns without it verified
+    nothing, and is the test's error.
     """
+    if test is not None and (kwargs or not callable(test)):
+        raise GemmUsageError(
+            f"@gemm_case takes keyword arguments only (ops=..., shapes=..., ...); got {test!r} as a positional one"
+        )
     caller = sys._getframe(1).f_globals.get("__file__")  # a relative harvest file sits beside the test
     base = os.path.dirname(os.path.abspath(caller)) if caller else None
     space = case_space("@gemm_case", harvest_base=base, **kwargs)
 
     def decorate(test: Callable[..., Any]) -> Callable[..., Any]:
+        name = getattr(test, "__name__", repr(test))
+        if hasattr(test, "_gemmguard_space"):
+            raise GemmUsageError(
+                f"@gemm_case: {name}() has two @gemm_case decorators; use one (one test runs one case space: "
+                "write two tests for two)"
+            )
+        if getattr(test, "is_hypothesis_test", False):
+            raise GemmUsageError(given_line(name))
         sig = inspect.signature(test)
         if GEMM_ARG not in sig.parameters:
-            raise GemmUsageError(f"@gemm_case: {test.__name__}() must take an argument named 'gemm'")
-        fixtures = [p for name, p in sig.parameters.items() if name != GEMM_ARG]
+            raise GemmUsageError(f"@gemm_case: {name}() must take an argument named 'gemm'")
+        fixtures = [p for arg, p in sig.parameters.items() if arg != GEMM_ARG]
 
         @functools.wraps(test)
-        def gemm_case_test(**kw: Any) -> None:
+        def gemm_case_test(*args: Any, **kw: Any) -> None:  # args: a test method's `self`
             runner = kw.pop(RUNNER_FIXTURE)
-            runner.explore(test, space, kw)
+
+            def example(gemm: Any, **fixtures: Any) -> None:
+                test(*args, gemm=gemm, **fixtures)
+                if not gemm.calls:
+                    raise NothingVerified(
+                        f"{name}() returned without calling gemm.check() (or gemm.check(fn)), so nothing was "
+                        "verified; a @gemm_case test must check every example it is given"
+                    )
+
+            runner.explore(example, space, kw)
 
         params = [*fixtures, inspect.Parameter(RUNNER_FIXTURE, inspect.Parameter.KEYWORD_ONLY)]
         gemm_case_test.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
@@ -51,4 +74,12 @@ def gemm_case(**kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any
         point_reports_at(gemm_case_test, test)  # reports and skips name the test's own line
         return gemm_case_test
 
-    return decorate
+    return decorate if test is None else decorate(test)
+
+
+def given_line(name: str) -> str:
+    """The one line for a `@gemm_case` test that Hypothesis's @given wraps too (either way round)."""
+    return (
+        f"@gemm_case: {name}() is also a Hypothesis @given test; @gemm_case draws its cases with Hypothesis "
+        "itself: drop @given (or drop @gemm_case and draw with @given(case=pytest_gemmguard.strategies.gemm_cases()))"
+    )

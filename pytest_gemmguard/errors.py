@@ -9,7 +9,9 @@ outcome by its type, never by searching a message.
     ├── CompileTimeout        a compile or run went past --gemm-compile-timeout
     ├── BackendCrashed        the backend raised while compiling or running a case (not a size problem)
     │   └── CaseKilledProcess the case killed the compile-ahead worker that ran it first (segfault, bad CUDA context)
-    ├── UserCodeError         the test's own function raised or returned something that is not a tensor
+    ├── UserCodeError         the test's own function raised, returned no tensor, or a result NaN/inf everywhere
+    │   └── NothingVerified   a `@gemm_case` test returned without calling gemm.check()
+    ├── ReplayNotReproduced   --gemm-replay ran its example and nothing failed (or it is no example of the test)
     ├── KnownFailureFixed     a known failure no longer shows, under --gemm-known-strict
     ├── GemmMismatch          the backend's kernel ran and its result was wrong   (also an AssertionError)
     │   └── CandidateMismatch an autotune candidate that lost was wrong (--gemm-all-choices)
@@ -110,8 +112,18 @@ class CaseKilledProcess(BackendCrashed):
 
 
 class UserCodeError(GemmguardError):
-    """The test's own code is at fault (its function raised, or returned no tensor): the test's error, not
-    the backend's failure."""
+    """The test's own code is at fault (its function raised, returned no tensor, or a result with no finite
+    element to compare): the test's error, not the backend's failure."""
+
+
+class NothingVerified(UserCodeError):
+    """A `@gemm_case` test returned from an example without calling gemm.check(): nothing was compared, so the
+    example is the test's error, never a pass."""
+
+
+class ReplayNotReproduced(GemmguardError):
+    """--gemm-replay's example did not fail again: it passed (the failure may be fixed), or the blob is not an
+    example of this test. The message is one line."""
 
 
 class KnownFailureFixed(GemmguardError):

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck
+from hypothesis.errors import DidNotReproduce
 
 from . import ahead_worker, backends, strategies
 from ._compat import hypothesis as hypothesis_compat
@@ -31,6 +32,7 @@ from .errors import (
     GemmMismatch,
     KnownFailureFixed,
     KnownFailureXPass,
+    ReplayNotReproduced,
     Unsupported,
     UserCodeError,
     headline,
@@ -181,24 +183,53 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         line = f"{step}/{total} {case.describe()}: {verdict} ({took:.1f} s{how}; ETA {eta:.0f} s)"
         session.progress(f"[{backend}] {line}")
 
+    # Every explicit case runs once (Plan): a draw that meets one runs it there and is then rejected, so that
+    # Hypothesis draws another in its place (as `_drawn` does beforehand); a draw of a case that already ran
+    # is rejected unrun; the tour leaves out what the draws ran.
+    listed = set(explicit)
+    ran: set[GemmCase] = set()
+    replayed: list[GemmCase] = []  # the cases the draws met (a replay's one: its report names it)
+
+    def drawn_example(case: GemmCase) -> None:
+        if case in ran:
+            hypothesis.reject()
+        replayed.append(case)
+        one_example(case)
+        if stopped or halted:
+            return
+        ran.add(case)
+        if case in listed:
+            hypothesis.reject()
+
+    def tour_example(case: GemmCase) -> None:
+        if case not in ran:
+            one_example(case)
+
     shared = SHARED
     # The same draw as the base's (or, recording, a base's for later): no example database replaying earlier
     # failures first.
     pinned = base is not None or record is not None
     drawing = {**shared, "database": None} if pinned else shared
     explore_run = settings(max_examples=max(p.explore_n, 1), report_multiple_bugs=False, **drawing)(
-        given(case=strategy)(one_example)
+        given(case=strategy)(drawn_example)
     )
     if run_seed is not None:
         explore_run = hypothesis.seed(run_seed)(explore_run)
     if options.replay:
         version, _, blob = options.replay.partition(":")
+        if space.cases is not None:
+            raise ReplayNotReproduced(_not_reproduced(test_id, backend, [], "its cases are harvested, never drawn"))
+        if version != hypothesis.__version__:
+            raise ReplayNotReproduced(
+                f"--gemm-replay: the blob is from Hypothesis {version} and this is {hypothesis.__version__}, "
+                "which cannot replay it (run the test again for a blob of this version)"
+            )
         explore_run = hypothesis.reproduce_failure(version, blob.encode())(explore_run)
     if not pinned:  # One database key per test and backend: examples that failed before are replayed first.
         hypothesis_compat.set_database_key(explore_run, test_id.encode())
-    runs = [explore_run] if space.cases is None else []  # harvested cases are never mixed with random draws
+    runs = [explore_run] if p.explore_n else []  # harvested cases are never mixed with random draws
     if explicit:
-        visit = given(case=strategy)(one_example)
+        visit = given(case=strategy)(tour_example)
         for case in reversed(explicit):
             visit = hypothesis.example(case=case)(visit)
         runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **shared)(visit))
@@ -211,6 +242,11 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         with hypothesis_compat.shrink_time_limit(options.shrink_s), hypothesis_compat.fixed_constants():
             for run in runs:
                 run()
+    except DidNotReproduce:
+        # A replay whose example ended as a stop, unsupported or a known failure is reported below as that.
+        known_fail = tracker is not None and tracker.xfailed()
+        if not replayed or not (stopped or halted or outcome["unsupported"] or known_fail):
+            raise ReplayNotReproduced(_not_reproduced(test_id, backend, replayed)) from None
     except BaseException as exc:
         blob = hypothesis_compat.replay_blob(exc)
         if blob is not None:
@@ -261,7 +297,10 @@ def _changes_outcome(changes: dict[str, list], backend: str) -> None:
 @dataclasses.dataclass
 class Plan:
     """What one test on one backend will run: its cases' strategy, the regime tour, the example budget, the
-    explicit cases, and the seed the explore run draws with."""
+    explicit cases, the seed the explore run draws with, and how many cases it draws.
+
+    Every explicit case runs exactly once: a draw that meets one runs it in the tour's place and Hypothesis
+    draws another (`explore`), so the test runs `total` examples before any shrinking."""
 
     strategy: Any
     tour: list
@@ -269,24 +308,30 @@ class Plan:
     explicit: list
     run_seed: int | None
     harvested: bool  # exactly the harvested cases: no explore run
+    draws: int = 0  # the cases the explore run draws (0: no explore run)
     drawn: list | None = None  # the explore run's cases, drawn beforehand (compile-ahead only)
 
     @property
     def explore_n(self) -> int:
-        """The examples the explore run draws: what the tour leaves of the budget, at least one (none for
-        harvested cases, which have no explore run)."""
-        return 0 if self.harvested else max(self.budget - len(self.explicit), 1)
+        """The examples the explore run draws (none for harvested cases, nor where the listed ones fill the
+        budget or are all the space has)."""
+        return self.draws
 
     @property
     def total(self) -> int:
-        """The examples the test runs before any shrinking (the progress line's count): the tour's cases and
-        the explore run's, which is one more than the budget where the budget is 1."""
-        return len(self.explicit) + self.explore_n
+        """The examples the test runs before any shrinking (the progress line's count): the explicit cases and
+        the draws, which is one more than the budget where the budget is 1 and nothing is listed."""
+        return len(self.explicit) + self.draws
 
 
 def plan(session: GemmSession, space: CaseSpace, backend: str, test_id: str) -> Plan:
     """The test's plan, made once per session (so the draw that compile-ahead queues at collection and the
-    test's own run use the same seed)."""
+    test's own run use the same seed).
+
+    Every listed or harvested case runs, once, whatever the budget: it limits only what is drawn at random.
+    Harvested cases are all the test runs. Listed shapes each come in the regime tour; where the space of
+    listed shapes holds no more cases than the budget, all of them run and nothing is drawn. Without listed
+    shapes the tour takes the budget less one, and Hypothesis draws the rest (at least one)."""
     plans = session.plans
     key = (test_id, backend)
     if key in plans:
@@ -295,21 +340,53 @@ def plan(session: GemmSession, space: CaseSpace, backend: str, test_id: str) -> 
     device = backends.get(backend).device()
     seed = options.seed or 0
     strategy = strategies.cases_in(space, device, seed)
-    if space.cases is not None:  # harvested: exactly these cases (all of them unless a budget says fewer)
-        tour = [dataclasses.replace(c, seed=seed) for c in space.cases]
+    if space.cases is not None:  # harvested: exactly these cases, each once
+        tour = list(dict.fromkeys(dataclasses.replace(c, seed=seed) for c in space.cases))
         budget = options.max_examples or space.max_examples or len(tour)
-        explicit = tour[:budget]
+        explicit, draws = tour, 0
     else:
         tour = strategies.regime_tour(space, device, seed)
         budget = options.max_examples or space.max_examples or options.default_examples[device]
-        explicit = tour[: max(budget - 1, 1)] if options.replay is None else []
+        everything = strategies.every_case(space, device, seed, at_most=budget)
+        if options.replay is not None:  # the replayed example alone
+            explicit, draws = [], 1
+        elif everything is not None:  # the tour first, then the rest of a space the budget holds
+            explicit, draws = list(dict.fromkeys([*tour, *everything])), 0
+        elif space.shapes:
+            explicit = tour[: max(_covering(tour, space.shapes), budget - 1)]
+            draws = max(budget - len(explicit), 0)
+        else:
+            explicit = tour[: max(budget - 1, 1)]
+            draws = max(budget - len(explicit), 1)
     # With compile-ahead the cases are drawn beforehand with the run's seed (Hypothesis then draws the same
     # ones again): an unseeded run gets a fresh seed, kept here so that both draws share it.
     run_seed = options.seed
     if run_seed is None and session.pool_for(backend) is not None:
         run_seed = random.SystemRandom().getrandbits(64)
-    plans[key] = Plan(strategy, tour, budget, explicit, run_seed, space.cases is not None)
+    plans[key] = Plan(strategy, tour, budget, explicit, run_seed, space.cases is not None, draws)
     return plans[key]
+
+
+def _covering(tour: list[GemmCase], shapes: tuple[tuple[int, ...], ...]) -> int:
+    """How many of the tour's cases, from its first, visit every listed shape."""
+    missing = {tuple(s) for s in shapes}
+    for i, case in enumerate(tour):
+        missing.discard((case.batch, case.m, case.n, case.k) if case.batch else (case.m, case.n, case.k))
+        if not missing:
+            return i + 1
+    return len(tour)
+
+
+def _not_reproduced(test_id: str, backend: str, replayed: list[GemmCase], why: str = "") -> str:
+    """The line for a --gemm-replay whose example passed, or was no example of the test at all."""
+    head = f"--gemm-replay did not reproduce a failure of {test_id}: "
+    if not replayed:
+        why = why or "it is from another test, or the test's arguments changed since it was printed"
+        return head + f"the blob is not an example of this test ({why})"
+    return head + (
+        f"the replayed example ({replayed[-1].describe()}) passed on {backend}, so the failure it recorded may be "
+        "fixed (or the blob is from another test)"
+    )
 
 
 def queue_ahead(session: GemmSession, p: Plan, backend: str, test_id: str) -> None:
@@ -318,25 +395,32 @@ def queue_ahead(session: GemmSession, p: Plan, backend: str, test_id: str) -> No
     if pool is None:
         return
     if p.drawn is None:
-        p.drawn = _drawn(p.strategy, p.explore_n, p.run_seed, SHARED) if p.explore_n else []
+        p.drawn = _drawn(p.strategy, p.explore_n, p.run_seed, SHARED, p.explicit) if p.explore_n else []
     from .ahead import job_args
 
     job = job_args(backends.get(backend), session.compiler, session.options.all_choices)
-    pool.submit(backend, p.drawn + list(p.explicit), test_id, **job)
+    pool.submit(backend, p.drawn + [c for c in p.explicit if c not in p.drawn], test_id, **job)
 
 
-def _drawn(strategy, n: int, seed: int, shared: dict) -> list[GemmCase]:
+def _drawn(strategy, n: int, seed: int, shared: dict, tour: list | tuple = ()) -> list[GemmCase]:
     """The cases the explore run will draw, drawn beforehand with the same seed and settings (no database:
-    this draw must leave nothing behind). For a test whose examples all pass (Hypothesis only shrinks
-    after a failure) the real run draws exactly these; where it draws others, those compile in the test
-    process as before."""
+    this draw must leave nothing behind), in the order the run meets them: a case of `tour` (the explicit
+    cases) is met there and rejected, and a case met before is rejected, as in `explore`. For a test whose
+    examples all pass (Hypothesis only shrinks after a failure) the real run draws exactly these; where it
+    draws others, those compile in the test process as before."""
     import hypothesis
     from hypothesis import given, settings
 
     out: list[GemmCase] = []
+    listed, met = set(tour), set()
 
     def record(case: GemmCase) -> None:
+        if case in met:
+            hypothesis.reject()
+        met.add(case)
         out.append(case)
+        if case in listed:
+            hypothesis.reject()
 
     draw = settings(max_examples=n, report_multiple_bugs=False, database=None, **shared)(given(case=strategy)(record))
     with hypothesis_compat.fixed_constants():

@@ -34,6 +34,7 @@ class Gemm:
         self._inputs: CaseInputs | None = None
         self.route: str | None = None  # the route the last check ran (multi-route backends), for known failures
         self.checks = 0  # checks that reached the backend
+        self.calls = 0  # calls of check() by the test: an example with none verified nothing (decorator.py)
         self.ahead: str | None = None  # what the compile-ahead worker said of this case (ok, error, fatal)
         self.ahead_s: float | None = None  # how long that worker took over it (compile, autotune, checks)
         self.ahead_late = False  # the worker started on it only when this process asked (not drawn ahead)
@@ -79,6 +80,7 @@ class Gemm:
         did not run with its own kernel ends the example as unsupported."""
         from .check import check
 
+        self.calls += 1
         return check(self._session, self, fn)
 
     def __repr__(self) -> str:

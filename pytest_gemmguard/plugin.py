@@ -24,6 +24,8 @@ from .errors import (
     GemmUsageError,
     KnownFailureFixed,
     MeasurementError,
+    NothingVerified,
+    ReplayNotReproduced,
     Unsupported,
     UserCodeError,
 )
@@ -214,6 +216,17 @@ def _queue_ahead(session: pytest.Session) -> None:
         queue_ahead(gg, plan(gg, space, backend, item.nodeid), backend, item.nodeid)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    """A Hypothesis @given put over a `@gemm_case` test (the other way round, the decorator itself refuses):
+    one line at collection, not Hypothesis's health check for the runner fixture."""
+    inner = getattr(getattr(obj, "hypothesis", None), "inner_test", None)
+    if inner is not None and hasattr(inner, "_gemmguard_space"):
+        from .decorator import given_line
+
+        raise GemmUsageError(given_line(name))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "gemm_backend" in metafunc.fixturenames:
         selected = _state.selected(metafunc.config)
@@ -316,6 +329,8 @@ def _outcome_of(exc: BaseException, backend: str, state: _state.SharedState) -> 
     if isinstance(exc, (CompileTimeout, BackendCrashed, KnownFailureFixed, MeasurementError, CoverageLost)):
         notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))
         return "failed", f"gemmguard: {exc}{notes}", False
+    if isinstance(exc, (NothingVerified, ReplayNotReproduced)):
+        return "error", f"gemmguard: {exc}", False  # no traceback: it would point into gemmguard, not the test
     if isinstance(exc, (UserCodeError, GemmUsageError)):
         return "error", None, False  # the test's own error: pytest's traceback points into the test
     if isinstance(exc, (AssertionError, GemmguardError)):

@@ -14,13 +14,18 @@ covers them; Hypothesis then explores at random and shrinks failures toward smal
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 from hypothesis import strategies as st
 
 from .cases import LAYOUTS, GemmCase
 from .ops import OPS, STEPS, chain_name, default_dtypes, op_takes
 from .space import CaseSpace, case_space, shape_fits, valid_ops
+
+T = TypeVar("T")
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
 
@@ -51,7 +56,10 @@ def dims(limit: int) -> st.SearchStrategy[int]:
     )
 
 
-def epilogue_chains(max_len: int = 3) -> st.SearchStrategy[str]:
+CHAIN_STEPS = 3  # the most steps a drawn epilogue chains
+
+
+def epilogue_chains(max_len: int = CHAIN_STEPS) -> st.SearchStrategy[str]:
     """'none' or a chain of distinct steps such as 'bias+gelu+cast'."""
     return st.lists(st.sampled_from(list(STEPS)), max_size=max_len, unique=True).map(lambda s: chain_name(tuple(s)))
 
@@ -146,14 +154,19 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
     reachable_dtypes, reachable_layouts = {d for d, _ in takes}, {lay for _, lay in takes}
     seen_dtypes: set[str] = set()
     seen_layouts: set[str] = set()
+    # Listed shapes are visited like dtypes: each row takes the first its op suits that no row took yet (taken
+    # by turns, a shape of the second op of two never came: the second op's rows were all odd).
+    listed = set(sizes) if space.shapes else set()
+    seen_sizes: set[tuple[int, ...]] = set()
     tour: list[GemmCase] = []
     for i in range(3 * rows):
-        if i >= rows and seen_dtypes >= reachable_dtypes and seen_layouts >= reachable_layouts:
+        if i >= rows and seen_dtypes >= reachable_dtypes and seen_layouts >= reachable_layouts and seen_sizes >= listed:
             break
         op = ops[i % len(ops)]
         # valid_ops kept only ops that suit at least one explicit shape, so `fitting` is never empty.
         fitting = [s for s in sizes if shape_fits(op, s)] if space.shapes else sizes
-        size = fitting[i % len(fitting)]
+        size = _first_unvisited(fitting, seen_sizes, i) if space.shapes else fitting[i % len(fitting)]
+        seen_sizes.add(size)
         if len(size) == 3:
             size = (1, *size)
         batch, m, n, k = size
@@ -173,7 +186,37 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
     return tour
 
 
-def _first_unvisited(allowed: list[str], seen: set[str], i: int) -> str:
+def every_case(space: CaseSpace, device: str, seed: int = 0, at_most: int = 0) -> list[GemmCase] | None:
+    """Every case `cases_in` can draw from a space of listed shapes, where there are at most `at_most` of them
+    (a budget that large runs them all, and drawing would only meet them again); None where there are more,
+    or the sizes are drawn."""
+    if not space.shapes:
+        return None
+    dtypes = list(space.dtypes or default_dtypes(device))
+    ops = valid_ops(space, dtypes)
+    layouts = list(space.layouts or LAYOUTS)
+    combos = [
+        (op, shape, d, lay)
+        for shape in space.shapes
+        for op in ops
+        if shape_fits(op, shape)
+        for d in dtypes
+        for lay in layouts
+        if op_takes(op, d, lay)
+    ]
+    longest = CHAIN_STEPS + 1  # epilogue_chains: none, or up to CHAIN_STEPS distinct steps in any order
+    chains_n = len(space.epilogues) if space.epilogues else sum(math.perm(len(STEPS), r) for r in range(longest))
+    if len(combos) * chains_n > at_most:
+        return None
+    chains = list(space.epilogues or (chain_name(p) for r in range(longest) for p in itertools.permutations(STEPS, r)))
+    out = []
+    for op, shape, dtype, layout in combos:
+        batch, m, n, k = shape if len(shape) == 4 else (0, *shape)
+        out += [GemmCase(op, m, n, k, batch, dtype, layout, chain, seed) for chain in chains]
+    return out
+
+
+def _first_unvisited(allowed: list[T], seen: set[T], i: int) -> T:
     """The first allowed item the tour has not visited yet; once all were, the i-th (cycling)."""
     fresh = [x for x in allowed if x not in seen]
     return fresh[0] if fresh else allowed[i % len(allowed)]

@@ -83,9 +83,12 @@ def backend_list(value: Any) -> list[str]:
 
     known = backends.names()
     valid = ", ".join([*known, "auto", "all"])
-    names = [p.strip().lower() for p in str(value).split(",") if p.strip()]
+    parts = [p.strip().lower() for p in str(value).split(",")]
+    names = [p for p in parts if p]
     if not names:
         raise ValueError(f" is empty; valid: {valid}")
+    if len(names) < len(parts):
+        raise ValueError("a backend name is empty (two commas in a row, or one at an end)")
     for name in names:
         if name not in (*known, "auto", "all"):
             raise ValueError(f": unknown backend {name!r}; valid: {valid}")
@@ -169,6 +172,7 @@ class Setting:
     is_flag: bool = False  # a store_true option
     metavar: str | None = None
     number: bool = False  # errors show the value as a number (--gemm-max-examples=0), not as text ('0')
+    once: bool = False  # the flag given twice is a usage error (argparse would keep the last one without a word)
 
 
 ENV_BACKENDS = "GEMMGUARD_BACKENDS"
@@ -177,7 +181,7 @@ BACKEND_NAMES = "aten, triton, cutlass, cutedsl, cutedsl[quack], cpp, triton[ker
 CORE: tuple[Setting, ...] = (
     Setting("backends", backend_list, ["auto"], f"comma-separated backends: {BACKEND_NAMES}; 'auto' (default: all "
             "usable here) or 'all'. A backend named here that cannot run fails the run (see --gemm-allow-unavailable)",
-            flag="--gemm-backends", ini="gemm_backends", env=ENV_BACKENDS, metavar="LIST"),
+            flag="--gemm-backends", ini="gemm_backends", env=ENV_BACKENDS, metavar="LIST", once=True),
     Setting("allow_unavailable", flag, False, "skip, instead of fail, the tests of a backend named in "
             "--gemm-backends that cannot run here", flag="--gemm-allow-unavailable", ini="gemm_allow_unavailable",
             env="GEMMGUARD_ALLOW_UNAVAILABLE", is_flag=True),
@@ -303,6 +307,8 @@ def add_options(parser: Any, group_name: str, description: str, settings: Sequen
             continue
         if s.is_flag:
             group.addoption(s.flag, action="store_true", default=None, help=s.help)
+        elif s.once:  # every occurrence kept, so that `_sources` can refuse a second one
+            group.addoption(s.flag, action="append", default=None, metavar=s.metavar, help=s.help)
         else:
             group.addoption(s.flag, default=None, metavar=s.metavar, help=s.help)
     for s in settings:
@@ -313,7 +319,15 @@ def add_options(parser: Any, group_name: str, description: str, settings: Sequen
 def _sources(config: Any, s: Setting, table: dict[str, Any]) -> list[tuple[str, Any]]:
     found = []
     if s.flag is not None:
-        found.append((s.flag, config.getoption(s.flag)))
+        given = config.getoption(s.flag)
+        if s.once and isinstance(given, list):
+            if len(given) > 1:
+                raise GemmUsageError(
+                    f"{s.flag} was given {len(given)} times ({', '.join(map(repr, given))}); give it once, with "
+                    f"one comma-separated list ({s.flag}={','.join(given)})"
+                )
+            given = given[0] if given else None
+        found.append((s.flag, given))
     if s.env is not None:
         found.append((f"environment {s.env}", os.environ.get(s.env)))
     if s.ini is not None:

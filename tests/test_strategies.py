@@ -134,6 +134,19 @@ def test_draws(gemm):
         import magic_sizes  # noqa: F401
     with open(os.environ["SEEN_FILE"], "a") as f:
         f.write(gemm.case.describe() + "\\n")
+    gemm.check()  # the conftest's: counted, nothing compiled
+"""
+
+# The draws are under test, not the GEMMs: check() only counts the call (an example with none is an error).
+COUNTING_CHECK = """
+from pytest_gemmguard.gemm import Gemm
+
+
+def _counted(self, fn=None):
+    self.calls += 1
+
+
+Gemm.check = _counted
 """
 
 
@@ -152,12 +165,13 @@ def test_a_seed_draws_the_same_cases_whatever_modules_are_loaded(pytester, tmp_p
     monkeypatch.setenv("MAGIC_DIR", str(tmp_path / "magic"))
     monkeypatch.setenv("SEEN_FILE", str(seen))
     pytester.makepyfile(SEEDED_FILE)
+    pytester.makeconftest(COUNTING_CHECK)
     result = pytester.runpytest_subprocess("--gemm-backends=aten", "--gemm-seed=7", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     ran = seen.read_text().splitlines()
     space = case_space("test_draws", max_examples=40)
     explicit = regime_tour(space, "cpu", 7)[:39]
-    drawn = [c.describe() for c in _drawn(cases_in(space, "cpu", 7), 40 - len(explicit), 7, SHARED)]
+    drawn = [c.describe() for c in _drawn(cases_in(space, "cpu", 7), 40 - len(explicit), 7, SHARED, explicit)]
     assert len(drawn) > 20 and ran[: len(drawn)] == drawn
 
 
