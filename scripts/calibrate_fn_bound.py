@@ -7,9 +7,10 @@ backend, `max_autotune_gemm_backends = ATEN` or `TRITON`), `compile.run_checked`
 own kernels did the GEMMs, else the case is counted unsupported) and `precision.math_precision` (TF32 only for
 tf32, no half-precision reductions). Each output is judged by `oracle.judge` against `fn_tolerance.bound`.
 
-Cheap per case: the cases of one dtype share `--shapes` static shapes (one compile and one autotuning per
-shape and backend, and the functions share the GEMM shapes, so Inductor's autotune cache answers after the
-first), or with `--dynamic` one dynamic-shape compile serves every drawn shape. The float64 bounds are
+Cheap per case: the cases of one dtype share `--shapes` static shapes, each in turn with every `--layouts`
+storage of x and the weights (contiguous, transposed, noncontiguous, offset, as gemmguard's cases store them):
+one compile per shape, layout and backend, and the functions share the GEMM shapes, so Inductor's autotune cache
+answers after the first; with `--dynamic` one dynamic-shape compile serves every drawn shape. The float64 bounds are
 computed once per case, shared by the backends, in `--jobs` CPU processes while nothing else waits on them.
 Half of the cases with a bias or a residual get one that cancels the product (bias ~ -(x @ w.T) on one row,
 the residual on every element), where a kernel that stores the product before adding errs most.
@@ -22,8 +23,10 @@ how many were caught (over the bound).
     PYTHONPATH=$PWD python3 scripts/calibrate_fn_bound.py --device cuda --cases 1000 --backends aten triton
 
 Columns: cases run, unsupported, over the bound, max ratio (error / bound), over where eager PyTorch is over
-too on the same inputs, and the worst case (shape M x N x K, seed, whether it cancelled) to rerun with
-`--only NAME --seed SEED`. `--out FILE` writes every case as a JSON line.
+too on the same inputs, and the worst case (M x N x K, layout, case seed, whether it cancelled), which
+`--seed RUN_SEED --only CASE_SEED --functions NAME --dtypes DTYPE` runs again. Then the GEMM kernels each
+backend ran, and the planted defects caught. `--out FILE` writes every case as a JSON line. Exit status 1
+when any case is over the bound.
 """
 
 from __future__ import annotations
@@ -116,6 +119,31 @@ def make_inputs(name: str, dtype: str, shape: tuple[int, int, int], seed: int, c
     return [x, w, extra]
 
 
+def place(inputs: list[torch.Tensor], layout: str, kind: str, device: str) -> list[torch.Tensor]:
+    """The inputs on `device`, x and the weights stored as `layout` says (as gemmguard's cases store A and B):
+    contiguous; transposed (column-major); noncontiguous (every other column of a wider buffer); offset (three
+    elements into their storage). The values are the same, so the case's bound is too."""
+
+    def store(t: torch.Tensor) -> torch.Tensor:
+        t = t.to(device)
+        if layout == "transposed":
+            return t.t().contiguous().t()
+        if layout == "noncontiguous":
+            wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=device)
+            wide[..., ::2] = t
+            return wide[..., ::2]
+        if layout == "offset":
+            out = torch.zeros(t.numel() + 3, dtype=t.dtype, device=device)[3:].view(t.shape)
+            return out.copy_(t)
+        return t
+
+    x, w, extra = inputs
+    return [store(x), store(w), store(extra) if kind == "weight" else extra.to(device)]
+
+
+LAYOUTS = ("contiguous", "transposed", "noncontiguous", "offset")
+
+
 class _AccumulateInBf16(torch.overrides.TorchFunctionMode):
     """A planted defect: every GEMM of fn keeps its partial sums in bfloat16, 16 elements of K at a time."""
 
@@ -154,7 +182,7 @@ def bound_job(job: tuple) -> dict:
     """In a worker: the case's float64 reference and bound, and the ratios of the planted defects."""
     from pytest_gemmguard import fn_tolerance
 
-    name, dtype, shape, seed, cancel = job
+    name, dtype, shape, seed, cancel, _layout = job
     fn = FUNCTIONS[name][0]
     x, w, extra = inputs = make_inputs(name, dtype, shape, seed, cancel)
     with torch.no_grad():
@@ -249,7 +277,8 @@ def _cases(args: argparse.Namespace, dtype: str, name: str) -> list[tuple]:
     cases = []
     for i in range(args.cases):
         shape = draw_shapes(rng, 1, i)[0] if args.dynamic else shapes[i % len(shapes)]
-        cases.append((name, dtype, shape, rng.randrange(2**62), has_extra and i % 2 == 1))
+        layout = args.layouts[(i // len(shapes)) % len(args.layouts)]
+        cases.append((name, dtype, shape, rng.randrange(2**62), has_extra and i % 2 == 1, layout))
     if args.only is not None:
         cases = [c for c in cases if c[3] == args.only]
     return cases
@@ -275,13 +304,13 @@ def _run_backend(args, compiler, backend, name: str, dtype: str, cases: list, bo
     fn = FUNCTIONS[name][0]
     row = {"kind": "backend", "function": name, "dtype": dtype, "backend": backend.name, "cases": 0,
            "unsupported": 0, "crashed": 0, "over": 0, "over_like_eager": 0, "max_ratio": 0.0, "worst": None,
-           "compile_s": 0.0, "first_error": ""}  # fmt: skip
+           "compile_s": 0.0, "first_error": "", "kernels": set()}  # fmt: skip
     started = time.perf_counter()
     compiled = None
     with math_precision(dtype):
         for i, (case, result) in enumerate(zip(cases, bounds, strict=True)):
-            _, _, shape, seed, cancel = case
-            inputs = [t.to(args.device) for t in make_inputs(name, dtype, shape, seed, cancel)]
+            _, _, shape, seed, cancel, layout = case
+            inputs = place(make_inputs(name, dtype, shape, seed, cancel), layout, FUNCTIONS[name][1], args.device)
             if compiled is None:
                 compiled = compiler.compile(backend, fn, inputs)
             try:
@@ -294,6 +323,7 @@ def _run_backend(args, compiler, backend, name: str, dtype: str, cases: list, bo
                 row["first_error"] = row["first_error"] or str(exc).splitlines()[0][:160]
                 continue
             row["compile_s"] += record.compile_s
+            row["kernels"].update(f"{k} ({b})" for g in record.graphs for k, b in g.owners)
             expected, tol = result["expected"], result["tol"]
             verdict = oracle.judge(out.cpu(), expected, tol, result["out_dtype"])
             row["cases"] += 1
@@ -305,11 +335,11 @@ def _run_backend(args, compiler, backend, name: str, dtype: str, cases: list, bo
                 row["over_like_eager"] += eager > 1
             if verdict.max_ratio > row["max_ratio"]:
                 row["max_ratio"] = verdict.max_ratio
-                row["worst"] = f"{'x'.join(map(str, shape))} seed {seed}{' cancel' if cancel else ''}"
+                row["worst"] = f"{'x'.join(map(str, shape))} {layout} seed {seed}{' cancel' if cancel else ''}"
             if out_file is not None:
                 out_file.write(json.dumps({"function": name, "dtype": dtype, "backend": backend.name, "shape": shape,
-                                           "seed": seed, "cancel": cancel, "ratio": verdict.max_ratio,
-                                           "eager_ratio": eager}) + "\n")  # fmt: skip
+                                           "layout": layout, "seed": seed, "cancel": cancel,
+                                           "ratio": verdict.max_ratio, "eager_ratio": eager}) + "\n")  # fmt: skip
             if (i + 1) % max(50, len(cases) // 4) == 0:
                 _progress(f"  {name} {dtype} {backend.name}: {i + 1}/{len(cases)} ({_since(started)})")
     return row
@@ -335,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--functions", nargs="+", choices=sorted(FUNCTIONS), default=list(FUNCTIONS))
     parser.add_argument("--cases", type=int, default=20, help="cases per function, dtype and backend")
     parser.add_argument("--shapes", type=int, default=3, help="static shapes per dtype (ignored with --dynamic)")
+    parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS),
+                        help="how x and the weights are stored, in turn over the cases (a compile each)")  # fmt: skip
     parser.add_argument("--dynamic", action="store_true", help="one dynamic-shape compile; a shape per case")
     parser.add_argument("--seed", type=int, default=None, help="default: fresh, from the clock (printed)")
     parser.add_argument("--only", type=int, default=None, help="with the run's --seed: rerun the case of this seed")
@@ -360,6 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         if row["kind"] == "backend":
             print(_format(row))
+    print("GEMM kernels that ran (an mm where the function has addmm or a biased linear: the product is stored and")
+    print("Inductor's pointwise kernel adds the bias):")
+    for row in rows:
+        if row["kind"] == "backend":
+            print(f"  {row['function']} {row['dtype']} {row['backend']}: {', '.join(sorted(row['kernels'])) or '-'}")
     print("planted defects (caught = over the bound; bf16 acc where K >= 256):")
     for row in rows:
         if row["kind"] == "defects":
