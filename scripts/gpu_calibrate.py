@@ -69,7 +69,7 @@ def same_specialisation(seed_case, drawn: list, k: int) -> list:
     return fitting[:k]
 
 
-KNOWN_FILE = os.path.join(os.path.dirname(__file__), "..", "pytest_gemmguard", "known-failures.toml")  # shipped
+KNOWN_FILE = os.path.join(os.path.dirname(__file__), "..", "pytest_gemmguard", "known", "known-failures.toml")
 
 
 def explain(row: dict, case, col: str, known, versions, static_check, candidates=()) -> None:

@@ -45,7 +45,7 @@ def user_python(tmp_path_factory) -> Path:
         capture_output=True, text=True, check=True, cwd=tmp,
     ).stdout.strip()  # fmt: skip
     assert not where.startswith(str(ROOT)), where  # the wheel's copy, not this checkout
-    assert Path(where, "known-failures.toml").is_file()  # the shipped database is package data
+    assert Path(where, "known", "known-failures.toml").is_file()  # the shipped database is package data
     return python
 
 

@@ -1,5 +1,5 @@
 """Known failures: upstream backend bugs that are already understood. gemmguard ships its own
-(`known-failures.toml` beside this module, applied in every project unless --gemm-known-shipped=off); a user's
+(`known-failures.toml` in this package, applied in every project unless --gemm-known-shipped=off); a user's
 file adds entries and replaces a shipped one of the same id (`KnownFailures.merged_over`).
 
 A failure that an entry describes is reported as xfail with the entry's link instead of failing the run;
@@ -81,20 +81,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .known_file import (
-    CPU_FACT,
-    FAILURE_KINDS,
-    KINDS,
-    Entry,
-    KnownFailures,
-    Names,
-    default_names,
-    load,
-    load_shipped,
-    parse,
-    parse_size,
-    shipped_path,
-)
+from .entries import CPU_FACT, FAILURE_KINDS, KINDS, Entry, KnownFailures, Names, default_names, parse_size
+from .reading import load, load_shipped, parse, shipped_path
 
 __all__ = [
     "CPU_FACT", "FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "blame_patterns",

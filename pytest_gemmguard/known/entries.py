@@ -1,0 +1,208 @@
+"""What a known-failures entry is: the vocabulary it is checked against, its size conditions, the entry and
+the set of entries, and how an entry matches a case. Torch-free (reading.py reads the file)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+KINDS = ("wrong-result", "raises", "any")
+FAILURE_KINDS = ("wrong-result", "raises")  # what a runner reports; "any" exists only in the file
+REQUIRED = ("id", "backend", "versions", "kind", "link", "reason")
+SIZE_KEYS = ("m", "n", "k", "batch")
+# `seen` and `seen_right`: the evidence an entry carries (cases described as reports describe them: the cases it
+# was seen failing on, and the neighbours seen right), so the pattern between them can be reviewed.
+EVIDENCE_KEYS = ("seen", "seen_right")
+ALLOWED = (*REQUIRED, "route", "ops", "dtypes", "layouts", "epilogues", "cpu", "candidates", *SIZE_KEYS, *EVIDENCE_KEYS)
+# The CPU capabilities ATen names (torch.backends.cpu.get_cpu_capability(), lower case): a CPU kernel's code
+# path, and so its bugs, can depend on it. The runner passes this machine's under the fact name CPU_FACT.
+CPUS = ("default", "avx2", "avx512", "vsx", "zvector", "neon", "sve128", "sve256")
+CPU_FACT = "cpu"
+# In `epilogues`: every chain but none (a bug of a template's fused epilogue, whatever the chain).
+FUSED = "fused"
+
+_CLAUSE = re.compile(r"^(?:(==|!=|<=|>=|<|>)\s*(-?\d+)|%\s*(\d+)\s*(==|!=)\s*(\d+))$")
+
+
+# ---------------------------------------------------------------- names the file may use
+
+
+@dataclass(frozen=True)
+class Names:
+    """The vocabulary an entry is checked against. Passed in, or read lazily from gemmguard's own
+    modules by `default_names()` (which import torch, so never at module import)."""
+
+    backends: tuple[str, ...]
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    layouts: tuple[str, ...]
+    steps: tuple[str, ...]
+
+
+def default_names() -> Names:
+    from .. import backends
+    from ..cases import LAYOUTS
+    from ..ops import DTYPES, OPS, STEPS
+
+    return Names(tuple(backends.names()), tuple(OPS), tuple(DTYPES), tuple(LAYOUTS), tuple(STEPS))
+
+
+# ---------------------------------------------------------------- conditions
+
+
+@dataclass(frozen=True)
+class SizeCondition:
+    """`m = ">=2,%8!=0"`: every clause must hold. Kept with its text, for messages."""
+
+    text: str
+    clauses: tuple[tuple[str, int, int], ...]  # (op, value, modulus or 0)
+
+    def __call__(self, value: int) -> bool:
+        return all(_holds(op, value % mod if mod else value, ref) for op, ref, mod in self.clauses)
+
+
+def _holds(op: str, value: int, ref: int) -> bool:
+    return {
+        "==": value == ref,
+        "!=": value != ref,
+        "<": value < ref,
+        "<=": value <= ref,
+        ">": value > ref,
+        ">=": value >= ref,
+    }[op]
+
+
+def parse_size(text: Any) -> SizeCondition:
+    """An int, or clauses like ">=2,<8" and "%8!=0"; raises ValueError saying what is wrong."""
+    if isinstance(text, bool) or not isinstance(text, (int, str)):
+        raise ValueError(f'{text!r} is not an integer or a condition string such as ">=2,<8" or "%8!=0"')
+    if isinstance(text, int):
+        return SizeCondition(str(text), (("==", text, 0),))
+    clauses = []
+    for part in text.split(","):
+        m = _CLAUSE.match(part.strip())
+        if m is None:
+            raise ValueError(
+                f"{part.strip()!r} in {text!r} is not a clause; write ==N !=N <N <=N >N >=N %D==R or %D!=R"
+            )
+        if m.group(1):
+            clauses.append((m.group(1), int(m.group(2)), 0))
+        else:
+            mod, op, rem = int(m.group(3)), m.group(4), int(m.group(5))
+            if mod == 0:
+                raise ValueError(f"{part.strip()!r} in {text!r} divides by 0; use a modulus >= 1")
+            clauses.append((op, rem, mod))
+    return SizeCondition(text, tuple(clauses))
+
+
+def _chain(text: str) -> str:
+    """An epilogue chain in the canonical form a GemmCase uses ("none", "bias+relu")."""
+    text = text.strip().lower()
+    return "none" if text in ("", "none") else "+".join(s.strip() for s in text.split("+"))
+
+
+# ---------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One known failure. Tuples are the allowed values of a key; None means the key was left out."""
+
+    id: str
+    index: int  # 1-based position in the file, for messages
+    backends: tuple[str, ...]
+    versions: Mapping[str, Any]  # name -> packaging SpecifierSet
+    kind: str
+    link: str
+    reason: str
+    routes: tuple[str, ...] | None = None
+    ops: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    layouts: tuple[str, ...] | None = None
+    epilogues: tuple[str, ...] | None = None
+    sizes: Mapping[str, SizeCondition] = field(default_factory=dict)
+    cpus: tuple[str, ...] | None = None  # ATen CPU capabilities it was seen on; None: any
+    # Name patterns of the autotune candidates that are wrong. Given, the entry explains only a failure
+    # whose every confirmed wrong candidate matches one (a losing candidate's, or a wrong winner's that
+    # confirm.blame pinned on them): never an unblamed wrong winner, never another template's wrong
+    # candidate beside them. None: any failure of the case.
+    candidates: tuple[str, ...] | None = None
+    origin: str = ""  # the file the entry was read from (messages say where to change it)
+    shipped: bool = False  # from gemmguard's own database, not the user's file
+    seen: tuple[str, ...] = ()  # evidence: cases it was seen failing on
+    seen_right: tuple[str, ...] = ()  # evidence: neighbouring cases seen right
+
+    def versions_match(self, versions: Mapping[str, str | None]) -> bool:
+        """Every named package is installed (present in `versions`, not None) at a version in range."""
+        for name, spec in self.versions.items():
+            version = versions.get(name)
+            if version is None or not spec.contains(version, prereleases=True):
+                return False
+        return True
+
+    def applies_to(self, backend: str, versions: Mapping[str, str | None], *, any_version: bool = False) -> bool:
+        """Whether this entry can describe anything a test of `backend` does with these packages (with
+        `any_version`, whatever versions are installed: what a near miss is looked for in)."""
+        cpu_ok = self.cpus is None or versions.get(CPU_FACT) in self.cpus
+        return backend in self.backends and cpu_ok and (any_version or self.versions_match(versions))
+
+    def versions_text(self) -> str:
+        return ", ".join(f"{name} {spec or '(any)'}" for name, spec in self.versions.items())
+
+    def covers(self, case: Any, route: str | None = None) -> bool:
+        """Whether the case (op, dtype, layout, epilogue, sizes) and route fall in this entry's pattern."""
+        if self.routes is not None and route not in self.routes:
+            return False
+        chain = _chain(case.epilogue)
+        if self.epilogues is not None and chain not in self.epilogues:
+            if not (FUSED in self.epilogues and chain != "none"):
+                return False
+        for allowed, value in ((self.ops, case.op), (self.dtypes, case.dtype), (self.layouts, case.layout)):
+            if allowed is not None and value not in allowed:
+                return False
+        return all(cond(getattr(case, key)) for key, cond in self.sizes.items())
+
+    def explains(self, kind: str, candidates: Sequence[str] | None = None) -> bool:
+        """Whether a failure of this kind fits the entry; `candidates`: the autotune candidates the failure is
+        confirmed to come from (None or empty for an unblamed wrong winner, a crash, a raise)."""
+        if not (self.kind == "any" or self.kind == kind):
+            return False
+        if self.candidates is None:
+            return True
+        return bool(candidates) and all(self.names(name) for name in candidates)
+
+    def witnessed(self, judged: Sequence[str] = ()) -> bool:
+        """Whether a pass of a covered case shows this bug gone: always, unless the entry names candidates;
+        then only where one of them was judged right (a case whose autotuning never offered the template
+        could not show it)."""
+        return self.candidates is None or any(self.names(name) for name in judged)
+
+    def names(self, candidate: str) -> bool:
+        """Whether one of the entry's `candidates` patterns names this autotune candidate."""
+        return any(fnmatchcase(candidate, pattern) for pattern in self.candidates or ())
+
+    def line(self) -> str:
+        return f"{self.id}: {self.reason} ({self.link})"
+
+
+@dataclass(frozen=True)
+class KnownFailures:
+    path: str  # the files the entries came from, for messages ("a + b" where a user's file adds to the shipped one)
+    entries: tuple[Entry, ...] = ()
+
+    def merged_over(self, shipped: KnownFailures) -> KnownFailures:
+        """This (a user's) file over gemmguard's shipped one: its entries first, then every shipped entry whose
+        id it does not reuse (an entry of the same id overrides the shipped one)."""
+        own = {e.id for e in self.entries}
+        kept = tuple(e for e in shipped.entries if e.id not in own)
+        return KnownFailures(f"{self.path} + {shipped.path}", self.entries + kept)
+
+    def packages(self) -> tuple[str, ...]:
+        """Every distribution some entry's versions name (what `installed_versions` must read)."""
+        return tuple(dict.fromkeys(name for e in self.entries for name in e.versions))
+
+    def applicable(self, backend: str, versions: Mapping[str, str | None]) -> list[Entry]:
+        return [e for e in self.entries if e.applies_to(backend, versions)]
