@@ -588,7 +588,7 @@ def test_the_shipped_strided_row_entry_is_the_linear_seen_and_no_more(shipped):
 TMA = ("triton_mm_persistent_tma_18", "triton_mm_persistent_tma_19", "triton_mm_persistent_tma_20")
 
 
-def test_the_shipped_tma_entry_explains_its_template_at_m1_and_nothing_else(shipped):
+def test_the_shipped_triton_m1_entry_explains_its_templates_and_nothing_else(shipped):
     # Every case the H200 showed (2026-12-01 night, 2026-12-02 q1, r1 and the README main job, 2026-12-04 o6):
     # losing persistent TMA candidates confirmed wrong, the winner right.
     seen = [case(op="addmm", m=1, n=215, k=16, layout="transposed_b"),
@@ -602,13 +602,19 @@ def test_the_shipped_tma_entry_explains_its_template_at_m1_and_nothing_else(ship
             case(op="mm", m=1, n=129, k=2336, dtype="bfloat16", layout="transposed_b", epilogue="scale")]  # fmt: skip
     for c in seen:
         entry = kn.match(shipped, "triton", c, H200_211, "wrong-result", candidates=TMA)
-        assert entry is not None and entry.id == "triton-tma-template-m1", c
+        assert entry is not None and entry.id == "triton-mm-templates-m1", c
+    # H100, 2026-12-05 (gpu_seeds.sh, seed 880204): three small-tile configs of the plain mm template, each wrong
+    # compiled alone, the winner right.
+    plain = case(op="addmm", m=1, n=16, k=199, dtype="float16", layout="transposed_b", epilogue="relu")
+    names = ("triton_mm_192", "triton_mm_194", "triton_mm_200")
+    assert kn.match(shipped, "triton", plain, H200_211, "wrong-result", candidates=names).id == entry.id
+    assert kn.match(shipped, "triton", plain, H200_211, "wrong-result", candidates=(*names, *TMA)).id == entry.id
     mm = seen[-1]
     misses = [
         (mm, H200_211, None),  # a wrong winner nothing blamed: a failure to look at
         (mm, H200_211, ()),
-        (mm, H200_211, (*TMA, "triton_mm_7")),  # another template wrong beside them
-        (mm, H200_211, ("triton_mm_7",)),
+        (mm, H200_211, (*TMA, "extern_kernels.mm")),  # another kind of candidate wrong beside them
+        (mm, H200_211, ("triton_scaled_mm_7",)),  # another template
         (mm, H200_211, ("triton_mm_persistent_tma",)),  # the pattern wants the candidate's number
         (replace(mm, m=2), H200_211, TMA),
         (replace(mm, n=1), H200_211, TMA),
