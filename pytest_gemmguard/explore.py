@@ -25,13 +25,9 @@ from . import ahead_worker, backends, strategies
 from ._compat import hypothesis as hypothesis_compat
 from .errors import (
     BackendCrashed,
-    BaseFixed,
     CaseKilledProcess,
     CompileTimeout,
-    CoverageLost,
     GemmMismatch,
-    KnownFailureFixed,
-    KnownFailureXPass,
     ReplayNotReproduced,
     Unsupported,
     UserCodeError,
@@ -39,6 +35,7 @@ from .errors import (
 )
 from .gemm import Gemm
 from .session import require_backend
+from .verdicts import Judge
 
 if TYPE_CHECKING:
     from .cases import GemmCase
@@ -71,18 +68,14 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         from .known import KnownTracker
 
         tracker = KnownTracker(session.known, backend)
-    # Against a base's verdicts (verdicts.py): failures it has too, cases it failed that pass here, cases it ran
-    # that this backend now refuses. A run that writes a record keeps going past a failure (kept).
-    base, record = session.base, session.record
-    changes: dict[str, list[GemmCase]] = {"pre-existing": [], "fixed": [], "coverage lost": []}
-    kept: list[tuple[BaseException, GemmCase]] = []
+    # Against a base's verdicts, and into this run's record (verdicts.py).
+    judge = Judge(session.base, session.record, test_id, backend)
 
     def known(gemm: Gemm, kind: str, exc: BaseException, candidates: tuple[str, ...] = ()) -> str | None:
         """The verdict line when a known failure, or the base's same failure, explains this one (counted as
         xfail, not failed); for a failure neither explains, a note where an entry fits all but its versions."""
         entry = tracker.note_failure(gemm.case, kind, gemm.route, candidates) if tracker is not None else None
-        pre_existing = entry is None and base is not None and base.failed(test_id, gemm.case.describe())
-        if entry is None and not pre_existing:
+        if entry is None and not judge.failed_on_base(gemm.case.describe()):
             near = tracker.near_miss(gemm.case, kind, gemm.route, candidates) if tracker is not None else None
             if near:
                 exc.add_note(near)
@@ -90,27 +83,15 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         if kind == "wrong-result":
             session.tally.add(backend, "failed", -1)  # check() counted it before the file was consulted
         session.tally.add(backend, "xfailed")
-        if entry is None:
-            changes["pre-existing"].append(gemm.case)
-            return "pre-existing failure (the base's verdicts have it too)"
-        return f"known failure {entry.id}"
+        return f"known failure {entry.id}" if entry is not None else "pre-existing failure (the base failed it too)"
 
     def note(case: GemmCase, verdict: str) -> None:
-        """This example's outcome, for the run's record and against the base's."""
+        """This example's outcome, as the record names it (a failure that stopped the test was noted already)."""
         outcome = verdict if verdict in ("verified", "unsupported", "wrong-result", "raises") else None
-        if verdict.startswith("known failure "):
-            outcome = "known:" + verdict.split()[2]
-        elif verdict.startswith("pre-existing"):
-            outcome = "pre-existing"
-        if outcome is None:
-            return
-        described = case.describe()
-        if record is not None:
-            record.add(test_id, backend, described, outcome)
-        if base is not None and outcome == "verified" and base.failed(test_id, described):
-            changes["fixed"].append(case)
-        if base is not None and outcome == "unsupported" and base.ran(test_id, described):
-            changes["coverage lost"].append(case)
+        if verdict.startswith(("known failure ", "pre-existing")):
+            outcome = "known:" + verdict.split()[2] if verdict.startswith("known") else "pre-existing"
+        if outcome is not None:
+            judge.note(case.describe(), outcome)
 
     pool = session.pool_for(backend)
     spent: list[float] = []
@@ -141,16 +122,16 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 head = f"[{backend}] {step}/{total} {case.describe()}"
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
                 note(case, "wrong-result")
-                if record is None:
+                if not judge.keeps_going:
                     raise
-                kept.append((exc, case))  # the record covers the whole draw: on to the next example
+                judge.keep(exc, case.describe())  # the record covers the whole draw: on to the next example
                 verdict = "FAILED (wrong result; kept going for --gemm-verdicts)"
             outcome["ran"] += 1
         except STOPS as exc:
             verdict = known(gemm, "raises", exc) if isinstance(exc, BackendCrashed) else None
-            if verdict is None and isinstance(exc, BackendCrashed) and record is not None:
+            if verdict is None and isinstance(exc, BackendCrashed) and judge.keeps_going:
                 note(case, "raises")
-                kept.append((exc, case))
+                judge.keep(exc, case.describe())
                 verdict = f"FAILED ({type(exc).__name__}: {headline(exc, 200)}; kept going for --gemm-verdicts)"
             elif verdict is None:
                 if isinstance(exc, BackendCrashed):
@@ -208,7 +189,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     shared = SHARED
     # The same draw as the base's (or, recording, a base's for later): no example database replaying earlier
     # failures first.
-    pinned = base is not None or record is not None
+    pinned = session.base is not None or session.record is not None
     drawing = {**shared, "database": None} if pinned else shared
     explore_run = settings(max_examples=max(p.explore_n, 1), report_multiple_bugs=False, **drawing)(
         given(case=strategy)(drawn_example)
@@ -261,37 +242,17 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             raise KeyboardInterrupt from None  # outside Hypothesis: no "Failing explicit example" epitaph
         exc.add_note(f"gemmguard: on {case.describe()} ({case!r}); not shrunk: this outcome does not depend on size")
         raise exc
-    if kept:  # --gemm-verdicts went on past these: the first is the test's failure, unshrunk
-        exc, case = kept[0]
-        more = f"; {len(kept) - 1} more failure(s) of this test" if len(kept) > 1 else ""
-        exc.add_note(f"gemmguard: on {case.describe()}; not shrunk: --gemm-verdicts records the whole draw{more}")
-        raise exc
-    if changes["coverage lost"]:
-        lost = changes["coverage lost"]
-        raise CoverageLost(
-            f"gemmguard: {backend} refuses {len(lost)} case(s) the base's backend ran (--gemm-base-verdicts): "
-            + "; ".join(c.describe() for c in lost[:5])
-        )
-    _changes_outcome(changes, backend)
+    judge.finish()
     if outcome["ran"] == 0 and outcome["unsupported"]:
         raise Unsupported(backend, reasons.most_common(1)[0][0], every_of=outcome["unsupported"])
     if tracker is not None:
-        _known_outcome(session, tracker, backend)
-    if changes["pre-existing"]:
+        if tracker.xpassed():
+            session.tally.add(backend, "xpassed", len(tracker.xpassed()))
+        tracker.finish(session.known_strict)
+    if judge.xfail_reason():
         import pytest
 
-        cases = "; ".join(c.describe() for c in changes["pre-existing"][:5])
-        pytest.xfail(f"gemmguard: pre-existing failure(s), the base's verdicts have them too: {cases}")
-
-
-def _changes_outcome(changes: dict[str, list], backend: str) -> None:
-    """A case the base failed that passes here: said once per test, as a warning (never a failure)."""
-    import warnings
-
-    if changes["fixed"]:
-        cases = "; ".join(c.describe() for c in changes["fixed"][:5])
-        warnings.warn(f"gemmguard: {backend} fixed {len(changes['fixed'])} case(s) the base failed: {cases}",
-                      BaseFixed, stacklevel=3)  # fmt: skip
+        pytest.xfail(judge.xfail_reason())
 
 
 @dataclasses.dataclass
@@ -426,19 +387,3 @@ def _drawn(strategy, n: int, seed: int, shared: dict, tour: list | tuple = ()) -
     with hypothesis_compat.fixed_constants():
         hypothesis.seed(seed)(draw)()
     return out
-
-
-def _known_outcome(session: GemmSession, tracker, backend: str) -> None:
-    """After the examples: XPASS (the entry's cases ran and passed) warns, or fails under --gemm-known-strict;
-    failures the file explained end the test as xfail, with the links."""
-    import warnings
-
-    import pytest
-
-    if tracker.xpassed():
-        session.tally.add(backend, "xpassed", len(tracker.xpassed()))
-        if session.known_strict:
-            raise KnownFailureFixed(f"{tracker.xpass_reason()} (--gemm-known-strict)")
-        warnings.warn(tracker.xpass_reason(), KnownFailureXPass, stacklevel=2)
-    if tracker.xfailed():
-        pytest.xfail(tracker.xfail_reason())

@@ -30,6 +30,9 @@ from .errors import (
     UserCodeError,
 )
 from .tally import Tally
+from .xdist_hooks import pytest_configure_node, pytest_xdist_auto_num_workers, pytest_xdist_setupnodes
+
+__all__ = ["pytest_configure_node", "pytest_xdist_auto_num_workers", "pytest_xdist_setupnodes"]  # hooks, re-exported
 
 # Where each live pytest config's backend registrations start (see backends.release), keyed by its plugin
 # manager: pytest_addoption is the one hook that runs before a session's conftests are imported.
@@ -54,38 +57,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _verdict_records(config: pytest.Config, state: _state.SharedState) -> None:
-    """The base's verdict record (its seed is this run's: the same draw), and this run's own record. A record
-    needs one draw across pytest-xdist workers: the controller picks the seed and hands it to each worker."""
-    import random
-
+    """The base's verdict record and this run's (verdicts.py); the run's seed follows them."""
     from . import verdicts
 
-    s = state.settings
     worker_seed = getattr(config, "workerinput", {}).get("gemmguard_seed")
-    if s["base_verdicts"]:
-        try:
-            state.base = verdicts.load(s["base_verdicts"])
-        except GemmUsageError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        if s["seed"] is not None and state.base.seed is not None and s["seed"] != state.base.seed:
-            raise pytest.UsageError(
-                f"--gemm-seed={s['seed']}: the base record {s['base_verdicts']} was drawn with seed {state.base.seed}; "
-                "pass that seed or none, so base and head check the same cases"
-            )
-        if s["seed"] is None:
-            s["seed"] = state.base.seed
-    if (s["verdicts"] or s["base_verdicts"]) and s["seed"] is None:
-        s["seed"] = worker_seed if worker_seed is not None else random.SystemRandom().getrandbits(31)
-    if s["verdicts"]:
-        state.record = verdicts.Record(s["seed"], verdicts.facts())
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: each worker draws with the controller's seed (a record, or a base's, needs one draw)."""
-    state = _state.get(node.config)
-    if state is not None and state.settings["seed"] is not None:
-        node.workerinput["gemmguard_seed"] = state.settings["seed"]
+    try:
+        state.base, state.record = verdicts.open_records(state.settings, worker_seed)
+    except GemmUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _load_known(config: pytest.Config, path: str) -> Any:
@@ -114,49 +93,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from . import backends
 
         backends.release(start)  # a conftest's registrations and this session's probes end with the session
-
-
-def _gpu_plan(config: pytest.Config) -> list:
-    """The GPUs the workers get (--gemm-gpus; gpus.py), worked out once per controller, torch-free."""
-    from . import gpus
-
-    state = _state.ensure(config)
-    if state.gpus is None:
-        try:
-            state.gpus = gpus.plan(state.settings["gpus"])
-        except GemmUsageError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    return state.gpus
-
-
-@pytest.hookimpl(tryfirst=True, optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto` on a machine with GPUs: one worker per GPU (the cores, xdist's own answer, otherwise, and
-    whenever PYTEST_XDIST_AUTO_NUM_WORKERS says)."""
-    import os
-
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    return len(_gpu_plan(config)) or None
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_setupnodes(config: pytest.Config, specs: list) -> None:
-    """Give each local worker its GPU in its environment, before its interpreter starts importing (a
-    spec the user gave its own CUDA_VISIBLE_DEVICES, or a remote one, is left as it is)."""
-    from . import gpus
-
-    plan = _gpu_plan(config)
-    given = []
-    for spec in specs:
-        gpu = gpus.assign(getattr(spec, "id", None), plan)
-        if gpu is None or not getattr(spec, "popen", False) or "CUDA_VISIBLE_DEVICES" in spec.env:
-            continue
-        spec.env.update(gpus.worker_env(gpu))
-        given.append(f"{spec.id} -> {gpu.label()}")
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if given and reporter is not None:
-        reporter.write_line(f"gemmguard: one GPU per worker (--gemm-gpus): {', '.join(given)}")
 
 
 def _header(config: pytest.Config) -> list[str]:
@@ -400,21 +336,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _write_record(config: pytest.Config, state: _state.SharedState) -> None:
-    """This run's verdict record (--gemm-verdicts): a pytest-xdist worker writes its part beside the path, the
-    controller merges the parts into the file."""
     from . import verdicts
 
-    path = state.settings["verdicts"]
     worker = getattr(config, "workerinput", {}).get("workerid")
-    if worker is not None:
-        state.record.save(verdicts.part_path(path, worker))
-        return
-    written = verdicts.merge_parts(path, state.record).save(path)
+    written = verdicts.write_record(state.record, state.settings["verdicts"], worker)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(
-            f"gemmguard: verdicts of {len(state.record.results)} cases (seed {state.record.seed}) written to {written}"
-        )
+    if written and reporter is not None:
+        count, seed = len(state.record.results), state.record.seed
+        reporter.write_line(f"gemmguard: verdicts of {count} cases (seed {seed}) written to {written}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

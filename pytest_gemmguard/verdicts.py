@@ -24,12 +24,13 @@ import glob
 import json
 import os
 import platform
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import files
-from .errors import GemmUsageError
+from .errors import BaseFixed, CoverageLost, GemmUsageError
 
 FORMAT = 1
 KEY = "gemmguard_verdicts"
@@ -119,20 +120,103 @@ def load(path: str) -> Record:
     return record
 
 
-# ---------------------------------------------------------------- a run's record, across pytest-xdist workers
+# ---------------------------------------------------------------- one test's examples
 
 
-def part_path(path: str, worker: str) -> str:
-    return f"{path}.{worker}.part"
+class Judge:
+    """One test on one backend against the base's record (`base`, or None) and into this run's (`record`, or
+    None): which failures are pre-existing, which cases are fixed, which lost, and the failures a recording run
+    kept going past. explore.py calls it for each example and once at the end."""
+
+    def __init__(self, base: Record | None, record: Record | None, test: str, backend: str) -> None:
+        self.base, self.record, self.test, self.backend = base, record, test, backend
+        self.pre_existing: list[str] = []
+        self.fixed: list[str] = []
+        self.lost: list[str] = []
+        self.kept: list[tuple[BaseException, str]] = []  # (the failure, its case) a recording run went past
+
+    @property
+    def keeps_going(self) -> bool:
+        """A run that writes a record goes on past a failure, so the record covers the whole draw."""
+        return self.record is not None
+
+    def failed_on_base(self, case: str) -> bool:
+        """A failure of `case` the base has too: pre-existing (counted as xfail, not failed)."""
+        if self.base is None or not self.base.failed(self.test, case):
+            return False
+        self.pre_existing.append(case)
+        return True
+
+    def keep(self, exc: BaseException, case: str) -> None:
+        self.kept.append((exc, case))
+
+    def note(self, case: str, outcome: str) -> None:
+        """This example's outcome (verified, unsupported, wrong-result, raises, known:<id>, pre-existing)."""
+        if self.record is not None:
+            self.record.add(self.test, self.backend, case, outcome)
+        if self.base is not None and outcome == PASS and self.base.failed(self.test, case):
+            self.fixed.append(case)
+        if self.base is not None and outcome == UNSUPPORTED and self.base.ran(self.test, case):
+            self.lost.append(case)
+
+    def finish(self) -> None:
+        """After the examples: the first failure a recording run kept going past fails the test (unshrunk); a
+        case the base ran that this backend refuses fails it as coverage lost; fixed cases are a warning."""
+        if self.kept:
+            exc, case = self.kept[0]
+            more = f"; {len(self.kept) - 1} more failure(s) of this test" if len(self.kept) > 1 else ""
+            exc.add_note(f"gemmguard: on {case}; not shrunk: --gemm-verdicts records the whole draw{more}")
+            raise exc
+        if self.lost:
+            raise CoverageLost(
+                f"gemmguard: {self.backend} refuses {len(self.lost)} case(s) the base's backend ran "
+                f"(--gemm-base-verdicts): {'; '.join(self.lost[:5])}"
+            )
+        if self.fixed:
+            shown = "; ".join(self.fixed[:5])
+            warnings.warn(f"gemmguard: {self.backend} fixed {len(self.fixed)} case(s) the base failed: {shown}",
+                          BaseFixed, stacklevel=3)  # fmt: skip
+
+    def xfail_reason(self) -> str | None:
+        if not self.pre_existing:
+            return None
+        shown = "; ".join(self.pre_existing[:5])
+        return f"gemmguard: pre-existing failure(s), the base's verdicts have them too: {shown}"
 
 
-def merge_parts(path: str, own: Record) -> Record:
-    """The controller's record with every worker's part (written beside `path`) merged in; the parts removed."""
+# ---------------------------------------------------------------- a run's records, across pytest-xdist workers
+
+
+def open_records(settings: dict[str, Any], worker_seed: int | None) -> tuple[Record | None, Record | None]:
+    """The base's record (--gemm-base-verdicts) and this run's (--gemm-verdicts), from the resolved settings,
+    whose seed this sets: the base's (the same draw), the controller's on a pytest-xdist worker (one draw across
+    workers), or a fresh one where a record needs a fixed draw. A bad record or seed is a GemmUsageError."""
+    import random
+
+    base = load(settings["base_verdicts"]) if settings["base_verdicts"] else None
+    if base is not None and base.seed is not None:
+        if settings["seed"] is not None and settings["seed"] != base.seed:
+            raise GemmUsageError(
+                f"--gemm-seed={settings['seed']}: the base record {settings['base_verdicts']} was drawn with seed "
+                f"{base.seed}; pass that seed or none, so base and head check the same cases"
+            )
+        settings["seed"] = base.seed
+    if (base is not None or settings["verdicts"]) and settings["seed"] is None:
+        settings["seed"] = worker_seed if worker_seed is not None else random.SystemRandom().getrandbits(31)
+    record = Record(settings["seed"], facts()) if settings["verdicts"] else None
+    return base, record
+
+
+def write_record(record: Record, path: str, worker: str | None) -> str | None:
+    """This run's record: a pytest-xdist worker writes its part beside `path` (None returned), the controller
+    merges the parts into the file and returns where it went."""
+    if worker is not None:
+        record.save(f"{path}.{worker}.part")
+        return None
     for part in sorted(glob.glob(glob.escape(path) + ".*.part")):
-        own.merge(load(part))
-        own.seed = own.seed if own.seed is not None else load(part).seed
+        record.merge(load(part))
         os.unlink(part)
-    return own
+    return record.save(path)
 
 
 # ---------------------------------------------------------------- comparing base and head

@@ -13,7 +13,7 @@ from ..files import write_text_atomic
 from .annotate import annotations
 from .commands import append_summary, set_outputs, workflow_command
 from .junit import TestResult, read_junit
-from .rounds import tree_env, base_tree, bench_gate, remove_tree, run_pytest
+from .rounds import base_tree, bench_gate, remove_tree, run_pytest, tree_env
 from .summary import passed, summary_markdown
 
 

@@ -219,6 +219,22 @@ class KnownTracker:
         """Entries whose cases ran here and never failed: their bug did not show."""
         return [e for e in self.entries if self.passes[e.id] and not self.failures[e.id]]
 
+    def finish(self, strict: bool) -> None:
+        """After a test's examples: an XPASS warns, or fails under --gemm-known-strict (KnownFailureFixed);
+        failures the entries explained end the test as xfail, with their links."""
+        import warnings
+
+        import pytest
+
+        from ..errors import KnownFailureFixed, KnownFailureXPass
+
+        if self.xpassed():
+            if strict:
+                raise KnownFailureFixed(f"{self.xpass_reason()} (--gemm-known-strict)")
+            warnings.warn(self.xpass_reason(), KnownFailureXPass, stacklevel=3)
+        if self.xfailed():
+            pytest.xfail(self.xfail_reason())
+
     def xfail_reason(self) -> str:
         parts = [
             f"{e.id} ({self.failures[e.id]} example(s), e.g. {_describe(self.first_failure[e.id])}): "
