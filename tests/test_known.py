@@ -848,3 +848,45 @@ def test_evidence_keys_are_lists_of_case_descriptions(tmp_path):
     assert entry.seen == ("mm 1×2×3 float32 offset",) and entry.seen_right == ("mm 4×2×3 float32 offset",)
     with pytest.raises(GemmUsageError, match="key 'seen': must be a case description or a non-empty list"):
         one_entry(tmp_path, seen="[]")
+
+
+NEAR_MISS_TEST = """
+from pytest_gemmguard import gemm_case
+
+
+@gemm_case(ops=["mm"], dtypes=["float32"], layouts=["contiguous"], epilogues=["none"], shapes=[(8, 16, 32)])
+def test_mm(gemm):
+    gemm.check()
+"""
+
+NEAR_MISS_ENTRY = """
+[[known]]
+id = "off-by-one-before-2.0"
+backend = "aten"
+ops = ["mm"]
+versions = { torch = "<2.0" }
+kind = "wrong-result"
+link = "https://example.org/off-by-one"
+reason = "every GEMM off by one (planted)"
+"""
+
+
+@pytest.mark.slow
+def test_a_report_names_the_entry_that_fits_all_but_its_versions(pytester, plugin_args):
+    from actrun import plants
+
+    pytester.makeconftest(plants.WRONG_ATEN)
+    pytester.makepyfile(test_mm=NEAR_MISS_TEST)
+    pytester.makefile(".toml", known=NEAR_MISS_ENTRY)
+    result = pytester.runpytest_subprocess(
+        *plugin_args,
+        "-p",
+        "no:cacheprovider",
+        "--gemm-backends=aten",
+        "--gemm-known=known.toml",
+        "--gemm-compile-workers=0",
+    )
+    out = result.stdout.str()
+    assert result.ret == 1 and "FAILED test_mm.py::test_mm[aten]" in out, out[-3000:]
+    assert "known failure off-by-one-before-2.0 (entry in " in out and "but for torch <2.0" in out, out[-3000:]
+    assert f"installed: torch {dist_version('torch')}" in out, out[-3000:]
