@@ -114,6 +114,7 @@ def session(config: pytest.Config) -> Any:
         options = Options(s["max_examples"], s["seed"], s["replay"], s["repro_dir"], all_choices=s["all_choices"])
         options.compile_workers = s["compile_workers"]
         options.shrink_s = s["shrink_s"] or None
+        options.memory_limit = s["memory_limit"]
         options.differential = tuple(selected(config))
         verbosity = config.get_verbosity()
         if verbosity >= 1:

@@ -34,11 +34,15 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
     from . import candidates, travel
     from .cases import GemmCase, build_inputs, case_function
     from .compile import Compiler, run_checked
+    from .memory import guard
     from .ops import OPS
     from .precision import math_precision
 
     case = GemmCase(**job["case"])
     backend = resolve_backend(job)
+    # A case too large for what is free is not allocated here either (an error: the test process applies the
+    # user's --gemm-memory-limit itself, and compiles the case there if that allows it).
+    guard(case, backend.device(), "auto", bool(job.get("all_choices")))
     inputs = build_inputs(case, backend.device())
     target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
     if job.get("fn"):  # the test's own function, called as check(fn) calls it

@@ -10,7 +10,8 @@ outcome by its type, never by searching a message.
     ├── BackendCrashed        the backend raised while compiling or running a case (not a size problem)
     │   └── CaseKilledProcess the case killed the compile-ahead worker that ran it first (segfault, bad CUDA context)
     ├── UserCodeError         the test's own function raised, returned no tensor, or a result NaN/inf everywhere
-    │   └── NothingVerified   a `@gemm_case` test returned without calling gemm.check()
+    │   ├── NothingVerified   a `@gemm_case` test returned without calling gemm.check()
+    │   └── CaseTooLarge      the test asked for a case that needs more memory than is free (--gemm-memory-limit)
     ├── ReplayNotReproduced   --gemm-replay ran its example and nothing failed (or it is no example of the test)
     ├── KnownFailureFixed     a known failure no longer shows, under --gemm-known-strict
     ├── GemmMismatch          the backend's kernel ran and its result was wrong   (also an AssertionError)
@@ -119,6 +120,12 @@ class UserCodeError(GemmguardError):
 class NothingVerified(UserCodeError):
     """A `@gemm_case` test returned from an example without calling gemm.check(): nothing was compared, so the
     example is the test's error, never a pass."""
+
+
+class CaseTooLarge(UserCodeError):
+    """The test asked for a case whose check needs more memory than this machine has free (or than
+    --gemm-memory-limit allows), refused before its inputs are allocated (memory.py): the test's error, since
+    no backend ran, and a stop, never shrunk. The message is one line with both sizes and the way to allow it."""
 
 
 class ReplayNotReproduced(GemmguardError):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import backends
 from .cases import CaseInputs, GemmCase, build_inputs
+from .memory import guard
 from .ops import DTYPES
 
 if TYPE_CHECKING:
@@ -66,6 +67,10 @@ class Gemm:
     @property
     def inputs(self) -> CaseInputs:
         if self._inputs is None:
+            # A case too large for the memory free here is refused before anything is allocated (memory.py).
+            options = getattr(self._session, "options", None)
+            limit, all_choices = getattr(options, "memory_limit", "auto"), getattr(options, "all_choices", True)
+            guard(self.case, self.device, limit, all_choices)
             self._inputs = build_inputs(self.case, self.device)
         return self._inputs
 

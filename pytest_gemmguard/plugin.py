@@ -18,6 +18,7 @@ from ._state import BACKEND_PROPERTY, GPU_PROPERTY, OUTCOME_PROPERTY, RUNNER_FIX
 from .errors import (
     BackendCrashed,
     BackendUnavailable,
+    CaseTooLarge,
     CompileTimeout,
     CoverageLost,
     GemmguardError,
@@ -267,6 +268,8 @@ def _outcome_of(exc: BaseException, backend: str, state: _state.SharedState) -> 
         return "failed", f"gemmguard: {exc}{notes}", False
     if isinstance(exc, (NothingVerified, ReplayNotReproduced)):
         return "error", f"gemmguard: {exc}", False  # no traceback: it would point into gemmguard, not the test
+    if isinstance(exc, CaseTooLarge):  # the test's error, in one line: what it needs, what is free, how to allow it
+        return "error", f"gemmguard: {exc}", False
     if isinstance(exc, (UserCodeError, GemmUsageError)):
         return "error", None, False  # the test's own error: pytest's traceback points into the test
     if isinstance(exc, (AssertionError, GemmguardError)):

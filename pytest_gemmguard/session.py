@@ -25,6 +25,7 @@ class Options:
     compile_workers: int | None = None  # compile-ahead processes; None: ahead_policy.auto_workers()
     # The run's backends: a failure's inputs go through the others that can run here (differential.py).
     differential: tuple[str, ...] = ()
+    memory_limit: str | int = "auto"  # --gemm-memory-limit: 'auto' (what is free), 'off', or bytes (memory.py)
 
 
 class GemmSession:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import files
+from . import files, memory
 from .errors import GemmUsageError
 
 # ---------------------------------------------------------------- value parsers
@@ -194,6 +194,10 @@ CORE: tuple[Setting, ...] = (
             "static compile per shape", flag="--gemm-dynamic", is_flag=True),
     Setting("compile_timeout", lambda v: seconds(v, zero_means="no limit"), 600.0, "seconds per compile (0: none)",
             flag="--gemm-compile-timeout", metavar="S", number=True),
+    Setting("memory_limit", memory.parse_limit, "auto", "memory a case may need (host; a GPU backend's device too), "
+            "checked before its inputs are allocated: 'auto' (default: what is free now), BYTES (K/M/G/T suffixes: "
+            "powers of 1024) to allow more or less on purpose, or 'off'", flag="--gemm-memory-limit",
+            ini="gemm_memory_limit", env="GEMMGUARD_MEMORY_LIMIT", table="memory_limit", metavar="BYTES|auto|off"),
     Setting("shrink_s", lambda v: seconds(v, zero_means="Hypothesis's own limit"), 60.0, "seconds Hypothesis may "
             "spend shrinking one failing test (each step is a compile; 0: Hypothesis's own 300 s); the failure is "
             "reported either way, with the smallest case found by then", flag="--gemm-shrink-time",

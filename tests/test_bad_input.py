@@ -27,6 +27,7 @@ BAD_FLAGS = {
     "--gemm-replay": ("nonsense", "--gemm-replay='nonsense': expected VERSION:BLOB"),
     "--gemm-dynamic": None,
     "--gemm-compile-timeout": ("-1", "--gemm-compile-timeout=-1: must be a number of seconds >= 0 (0: no limit)"),
+    "--gemm-memory-limit": ("lots", "--gemm-memory-limit='lots': must be 'auto', 'off' or a number of bytes >= 1"),
     "--gemm-shrink-time": ("-1", "--gemm-shrink-time=-1: must be a number of seconds >= 0 (0: Hypothesis's own limit)"),
     "--gemm-compile-workers": ("-1", "--gemm-compile-workers='-1': must be 'auto' or an integer >= 0"),
     "--gemm-gpus": ("x", "--gemm-gpus='x': must be 'all', 'none' or distinct GPU indices like 0,2"),
