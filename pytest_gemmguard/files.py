@@ -4,6 +4,7 @@ with a check that can run before long work starts (`check_writable`). Torch-free
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -67,11 +68,15 @@ def write_atomic(path: str, write: Callable[[str], None]) -> str:
         write(tmp)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and exc.filename in (None, tmp):
+            # A write or flush that fails (a full disk: ENOSPC) names no file, or only the temporary one: the
+            # error names the file that could not be written.
+            raise OSError(exc.errno, exc.strerror or str(exc), path) from exc
         raise
     return path
 
@@ -86,6 +91,20 @@ def write_text_atomic(path: str, text: str) -> str:
             os.fsync(fh.fileno())
 
     return write_atomic(path, write)
+
+
+def os_error(exc: OSError) -> str:
+    """An OS error in words, with its code: 'No space left on device (ENOSPC)'."""
+    code = errno.errorcode.get(exc.errno) if isinstance(exc.errno, int) else None
+    text = exc.strerror or str(exc)
+    return f"{text} ({code})" if code else text
+
+
+def rescue(name: str, text: str) -> str:
+    """Keep `text` that could not be written where it belonged, as `name` in a fresh temporary directory (the
+    system's, often another filesystem than the full one); returns its path, or raises OSError if that fails
+    too."""
+    return write_text_atomic(os.path.join(tempfile.mkdtemp(prefix="gemmguard-rescue-"), name), text)
 
 
 def write_json_atomic(path: str, obj: Any) -> str:

@@ -288,6 +288,48 @@ def test_measurements_survive_a_baseline_write_that_fails_at_the_end(pytester):
     os.rmdir(os.path.dirname(rescue))
 
 
+def test_a_report_a_full_disk_cannot_take_names_the_file_and_the_error_and_keeps_its_text(pytester, monkeypatch):
+    """Issue 41: a report the disk had no room for said "(None)" and was lost. Each report that cannot be written
+    is one line naming its file and the OS error, its text kept in a temporary file (as the baseline's
+    measurements are), the reports after it say so, and nothing half-written is left beside it."""
+    import errno
+    import json
+
+    full = os.path.realpath(pytester.path / "full")
+    os.makedirs(full)
+    real_fsync = os.fsync
+
+    def fsync(fd):  # the planted defect: the disk holding `full` is full (a flush there fails, naming no file)
+        if os.path.realpath(f"/proc/self/fd/{fd}").startswith(full + os.sep):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    pytester.makepyfile("def test_mm(gemm_benchmark):\n    gemm_benchmark(shape=(32, 32, 32), dtype='float32')\n")
+    js, md, base = (os.path.join(full, name) for name in ("report.json", "summary.md", "base.json"))
+    result = pytester.runpytest_inprocess(
+        "--gemm-backends=aten", "--gemm-cold-compile=off", "--gemm-bench-time=0.2", f"--gemm-report-json={js}",
+        f"--gemm-report-md={md}", f"--gemm-save-baseline={base}", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and "(None)" not in out, out
+    kept = {}
+    for what, path in (("JSON report", js), ("Markdown summary", md)):
+        line = next(x for x in result.stdout.lines if x.startswith(f"gemmguard: could not write the {what}"))
+        assert f"the {what} {path} (No space left on device (ENOSPC)); its text is kept in " in line, line
+        kept[what] = line.rsplit("its text is kept in ", 1)[1].strip()
+    assert f"could not write baseline {base} (No space left on device (ENOSPC)); measurements kept in " in out
+    report = json.loads(open(kept["JSON report"]).read())
+    assert len(report["measurements"]) == 1 and report["format"] == "gemmguard-report"
+    summary = open(kept["Markdown summary"]).read()
+    assert "## gemmguard benchmarks" in summary and f"could not write the JSON report {js}" in summary
+    assert os.listdir(full) == []  # no half-written report, no temporary file
+    kept["baseline"] = out.split("measurements kept in ", 1)[1].split()[0]
+    for path in kept.values():
+        os.unlink(path)
+        os.rmdir(os.path.dirname(path))
+
+
 def test_help_lists_every_backend_and_the_results_table_stays_aligned():
     from pytest_gemmguard.report import results_table
     from pytest_gemmguard.tally import Tally

@@ -9,32 +9,74 @@ optional: without it `plots` says so and draws nothing.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 from typing import Any
 
-from ..files import write_atomic, write_json_atomic, write_text_atomic
+from ..files import os_error, rescue, write_atomic, write_text_atomic
 from ..gpus import short
 from .report import COUNTED, compile_change, noise, verdict_counts
 
 
-def json_report(
-    path: str, results: list, fingerprint: dict, baseline_path: str | None, notes: list[str], inconclusive: str = "fail"
+def write_reports(settings: dict, results: list, fingerprint: dict, notes: list[str], loaded: Any = None) -> tuple:
+    """Write the reports `settings` asks for (--gemm-report-json, --gemm-report-md, --gemm-plots); returns the
+    paths written and whether any report could not be. One that cannot be written (a full disk) is a note in
+    `notes` naming the file and the OS error, and its text is kept in a temporary file, as a baseline's
+    measurements are (bench/plugin.py); the reports written after it carry that note."""
+    written: list[str] = []
+    failed = False
+    for what, path in (("JSON report", settings["report_json"]), ("Markdown summary", settings["report_md"])):
+        if not path:
+            continue
+        if what == "JSON report":
+            text = json_text(results, fingerprint, settings["baseline"], notes, settings["inconclusive"])
+        else:
+            text = markdown(results, fingerprint, notes)
+        try:
+            written.append(write_text_atomic(path, text) if what == "JSON report" else _write_summary(path, text))
+        except OSError as exc:
+            failed = True
+            notes.append(_not_written(what, path, text, exc))
+    drawn: list[str] | str = []
+    if settings["plots"]:
+        try:
+            drawn = plots(settings["plots"], results, loaded)
+        except OSError as exc:  # PNGs: no text to keep; the tables and the JSON report hold the same numbers
+            failed = True
+            where = f"{os_error(exc)}: {exc.filename}"
+            notes.append(f"gemmguard: could not draw the plots in {os.path.abspath(settings['plots'])} ({where})")
+    if isinstance(drawn, str):  # why none were drawn (no matplotlib)
+        notes.append(f"gemmguard: {drawn}")
+    else:
+        written += drawn
+    return written, failed
+
+
+def _not_written(what: str, path: str, text: str, exc: OSError) -> str:
+    head = f"gemmguard: could not write the {what} {os.path.abspath(path)} ({os_error(exc)})"
+    try:
+        kept = rescue(os.path.basename(path) or "report", text)
+    except OSError as again:
+        return f"{head}, nor keep its text in a temporary file ({os_error(again)}: {again.filename})"
+    return f"{head}; its text is kept in {kept}"
+
+
+def json_text(
+    results: list, fingerprint: dict, baseline_path: str | None, notes: list[str], inconclusive: str = "fail"
 ) -> str:
-    """Write the JSON report atomically; returns the absolute path written. `inconclusive` is the run's
-    --gemm-inconclusive, so the CI gate judges an inconclusive measurement as the run did."""
-    return write_json_atomic(
-        path,
-        {
-            "format": "gemmguard-report",
-            "version": 1,
-            "inconclusive": inconclusive,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "fingerprint": fingerprint,
-            "baseline": baseline_path,
-            "notes": notes,
-            "measurements": [m.as_dict() for m in results],
-        },
-    )
+    """The JSON report. `inconclusive` is the run's --gemm-inconclusive, so the CI gate judges an inconclusive
+    measurement as the run did."""
+    report = {
+        "format": "gemmguard-report",
+        "version": 1,
+        "inconclusive": inconclusive,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "fingerprint": fingerprint,
+        "baseline": baseline_path,
+        "notes": notes,
+        "measurements": [m.as_dict() for m in results],
+    }
+    return json.dumps(report, indent=1, allow_nan=False) + "\n"
 
 
 def _f(value: float | None, fmt: str) -> str:
@@ -83,10 +125,9 @@ def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(path: str, results: list, fingerprint: dict, notes: list[str]) -> str:
+def _write_summary(path: str, text: str) -> str:
     """Write the Markdown summary; returns the absolute path written. GitHub's job summary file is shared
     with other steps: it is appended to; any other file is replaced atomically."""
-    text = markdown(results, fingerprint, notes)
     if os.path.abspath(path) == os.path.abspath(os.environ.get("GITHUB_STEP_SUMMARY") or "\0"):
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(text)

@@ -27,6 +27,7 @@ import pytest
 
 from .. import _state, validate
 from ..errors import BaselineError, GemmUsageError, headline
+from ..files import os_error
 from . import baseline
 
 FIXTURE = "gemm_benchmark"
@@ -283,10 +284,14 @@ def _save_baseline(config: pytest.Config, bench: _Bench, ctx: Any, session: pyte
             )
     except (BaselineError, OSError) as exc:
         # Keep what was measured: a run's measurements are worth more than the minutes they took.
+        reason = os_error(exc) if isinstance(exc, OSError) else str(exc)
         rescue = os.path.join(tempfile.mkdtemp(prefix="gemmguard-rescue-"), os.path.basename(save) or "baseline.json")
-        baseline.save(rescue, ctx.fingerprint, kept, force=True)
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        bench.notes.append(f"gemmguard: could not write baseline {save} ({reason}); measurements kept in {rescue}")
+        try:
+            baseline.save(rescue, ctx.fingerprint, kept, force=True)
+            kept_in = f"measurements kept in {rescue}"
+        except OSError as again:  # the temporary directory's disk is full too
+            kept_in = f"nor could its measurements be kept in {rescue} ({os_error(again)})"
+        bench.notes.append(f"gemmguard: could not write baseline {save} ({reason}); {kept_in}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -357,25 +362,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             f"this run and the baseline's, lets a compile regression fail the build){flagged}"
         )
     fingerprint = ctx.fingerprint if ctx is not None else {}
-    written: list[str] = []
-    try:
-        if s["report_json"]:
-            written.append(
-                export.json_report(
-                    s["report_json"], results, fingerprint, s["baseline"], bench.notes, s["inconclusive"]
-                )
-            )
-        if s["report_md"]:
-            written.append(export.write_markdown(s["report_md"], results, fingerprint, bench.notes))
-        if s["plots"]:
-            drawn = export.plots(s["plots"], results, bench.loaded)
-            if isinstance(drawn, list):
-                written += drawn
-            else:
-                bench.notes.append(f"gemmguard: {drawn}")
-    except OSError as exc:
-        # The tables below still print: a report that cannot be written must not take them with it.
-        bench.notes.append(f"gemmguard: could not write a report: {exc.strerror or exc} ({exc.filename})")
+    # A report that cannot be written is a note naming it and the OS error, its text kept in a temporary file;
+    # the tables below still print, and the run fails.
+    written, failed = export.write_reports(s, results, fingerprint, bench.notes, bench.loaded)
+    if failed:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if written:
         bench.notes.append(f"gemmguard: wrote {', '.join(written)}")
