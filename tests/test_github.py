@@ -442,3 +442,17 @@ def test_the_gate_judges_failures_against_the_base_commit(pytester):
 
     rc, _, out = _gate(repo, "--title=bad", "--tests=test_lin.py", "--verdicts=nowhere.json")
     assert rc == 2 and "--verdicts=nowhere.json: no such verdict record" in out, out[-2000:]
+
+
+def test_the_gate_draws_plots_only_where_matplotlib_is_installed(tmp_path, monkeypatch):
+    # An A/A pull request once failed on "--gemm-plots needs matplotlib": a picture must not fail the gate.
+    from pytest_gemmguard.github import rounds
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(rounds, "run_pytest", lambda args, *a, **k: seen.append(list(args)) or (0, ""))
+    for available in (True, False):
+        monkeypatch.setattr(rounds, "plots_available", lambda available=available: available)
+        runs = rounds._Runs(str(tmp_path), ["t.py"], str(tmp_path), str(tmp_path / "plots"), [], False)
+        runs.head(1, None, last=True)
+        plotted = any(a.startswith("--gemm-plots=") for a in seen[-1])
+        assert plotted is available and (available or "pytest-gemmguard[plots]" in runs.notes[-1]), runs.notes

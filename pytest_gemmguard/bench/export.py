@@ -143,7 +143,7 @@ def plots(directory: str, results: list, baseline: Any = None) -> list[str] | st
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "matplotlib is not installed (pip install matplotlib): no plots drawn"
+        return "matplotlib is not installed (pip install 'pytest-gemmguard[plots]'): no plots drawn"
     if not results:
         return "nothing measured: no plots drawn"
     os.makedirs(directory, exist_ok=True)

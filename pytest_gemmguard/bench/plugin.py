@@ -78,7 +78,7 @@ def _check_settings(s: dict[str, Any]) -> None:
     if s["bench_only"] and s["no_bench"]:
         raise GemmUsageError("--gemm-bench-only and --gemm-no-bench exclude each other")
     if s["plots"] and importlib.util.find_spec("matplotlib") is None:
-        raise GemmUsageError("--gemm-plots needs matplotlib, which is not installed: pip install matplotlib")
+        raise GemmUsageError("--gemm-plots needs matplotlib, not installed here: pip install 'pytest-gemmguard[plots]'")
 
 
 def pytest_configure(config: pytest.Config) -> None:
