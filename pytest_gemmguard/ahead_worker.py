@@ -163,9 +163,19 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def reap(proc: subprocess.Popen) -> None:
-    """Wait briefly for a killed worker to go."""
+    """Wait briefly for a killed worker to go, and close this end of its pipes."""
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)  # one stuck in the driver may outlive SIGKILL a while: the session does not wait
+    close_pipes(proc)
+
+
+def close_pipes(proc: subprocess.Popen) -> None:
+    """Close the test process's end of a gone worker's pipes: one left to the garbage collector is a
+    ResourceWarning ("unclosed file") at the session's end under python -W default."""
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
 
 
 def death(proc: subprocess.Popen) -> str:
@@ -175,6 +185,7 @@ def death(proc: subprocess.Popen) -> str:
     except subprocess.TimeoutExpired:
         proc.kill()
         rc = proc.wait()
+    close_pipes(proc)
     if rc < 0:
         try:
             name = signal.Signals(-rc).name

@@ -64,6 +64,25 @@ def test_a_pytest_run_without_gemm_tests_never_imports_torch(pytester):
     assert "torch" not in modules
 
 
+def test_a_cpu_run_prints_no_warning_gemmguard_caused(pytester, monkeypatch, plugin_args):
+    """Issue 41: every CPU run printed 14 DeprecationWarnings, raised by torch's own torch.utils.mkldnn when
+    gemmguard first imported Inductor's compile path (silenced there: no user can act on them), and with a
+    compile-ahead worker a ResourceWarning for its pipe, which gemmguard never closed (now closed). A fresh
+    interpreter, as a user's run is, with every warning shown: the run's summary and its stderr hold none."""
+    pytester.makepyfile(
+        "from pytest_gemmguard import gemm_case\n\n"
+        "@gemm_case(ops=['mm'], dtypes=['float32'], shapes=[(8, 8, 8)], max_examples=1)\n"
+        "def test_mm(gemm):\n    gemm.check()\n"
+    )
+    monkeypatch.setenv("PYTHONWARNINGS", "default")  # the interpreter's too: what is printed after pytest ends
+    result = pytester.runpytest_subprocess(
+        *plugin_args, "--gemm-backends=aten,cpp", "--gemm-compile-workers=1", "-W", "default", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=2)  # no "warnings" in the outcome line
+    shown = [line for line in (*result.outlines, *result.errlines) if "Warning" in line]
+    assert not shown, shown
+
+
 def test_neither_plugin_imports_the_other():
     core, bench = PACKAGE / "plugin.py", PACKAGE / "bench" / "plugin.py"
     assert not any(m.startswith("pytest_gemmguard.bench") for m in _imports(core))

@@ -54,6 +54,23 @@ def check() -> None:
         raise RuntimeError(f"torch {torch.__version__} moved Inductor internals gemmguard uses: {', '.join(missing)}")
 
 
+# Inductor's compile path imports torch.utils.mkldnn (compile_fx -> post_grad -> pre_grad ->
+# torch.fx.experimental.optimization), whose ScriptModules torch 2.13 still defines with torch.jit.script_method,
+# deprecated in that release: 14 DeprecationWarnings in every run about torch's own code, which no user of
+# gemmguard wrote or can change. Only those are silenced, only while gemmguard imports that path (compile_fx).
+TORCH_OWN_DEPRECATION = r"`torch\.jit\.script_method` is "
+
+
+def compile_fx() -> Callable[..., Any]:
+    """Inductor's `compile_fx`, imported with torch's own deprecation warnings of its import (above) silenced."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TORCH_OWN_DEPRECATION, category=DeprecationWarning)
+        from torch._inductor.compile_fx import compile_fx as inductor_compile_fx
+    return inductor_compile_fx
+
+
 @contextlib.contextmanager
 def captured_output_code() -> Iterator[list[str]]:
     """Collect the generated wrapper code of every graph Inductor compiles inside the block."""
