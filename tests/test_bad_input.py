@@ -36,6 +36,9 @@ BAD_FLAGS = {
     "--gemm-repro-dir": ("/proc/gemmguard", "--gemm-repro-dir='/proc/gemmguard': cannot be used as a directory"),
     "--gemm-known": ("/nowhere/known.toml", "/nowhere/known.toml: cannot read the known-failures file"),
     "--gemm-known-strict": None,
+    "--gemm-known-shipped": ("maybe", "--gemm-known-shipped='maybe': must be 'on' or 'off'"),
+    "--gemm-verdicts": ("/proc/v.json", "--gemm-verdicts='/proc/v.json': cannot be written"),
+    "--gemm-base-verdicts": ("/nowhere/base.json", "/nowhere/base.json: no such verdict record"),
     "--gemm-baseline": None,  # a path to read: a missing file is a note, or an error with --gemm-require-baseline
     "--gemm-require-baseline": None,
     "--gemm-save-baseline": ("/proc/g/b.json", "--gemm-save-baseline='/proc/g/b.json': cannot be written"),
