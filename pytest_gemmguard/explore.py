@@ -191,7 +191,9 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     # failures first.
     pinned = session.base is not None or session.record is not None
     drawing = {**shared, "database": None} if pinned else shared
-    explore_run = settings(max_examples=max(p.explore_n, 1), report_multiple_bugs=False, **drawing)(
+    # Listed shapes are the user's: a shrink (a compile a step) could only vary op, dtype, layout and epilogue.
+    phases = hypothesis_compat.explore_phases(shrink=not space.shapes)
+    explore_run = settings(max_examples=max(p.explore_n, 1), report_multiple_bugs=False, phases=phases, **drawing)(
         given(case=strategy)(drawn_example)
     )
     if run_seed is not None:
@@ -213,7 +215,8 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         visit = given(case=strategy)(tour_example)
         for case in reversed(explicit):
             visit = hypothesis.example(case=case)(visit)
-        runs.append(settings(phases=[hypothesis.Phase.explicit], database=None, **shared)(visit))
+        tour = settings(phases=[hypothesis.Phase.explicit], database=None, report_multiple_bugs=False, **shared)
+        runs.append(tour(visit))  # its first failing example ends it at once (Hypothesis never shrinks these)
     if pool is not None:
         queue_ahead(session, p, backend, test_id)
     try:

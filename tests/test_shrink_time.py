@@ -4,6 +4,7 @@ smallest case found by then, and the bound must be what stops it (a longer bound
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 
@@ -80,3 +81,66 @@ def test_shrinking_stops_at_its_limit_and_the_failure_is_still_reported(pytester
     # The limit is what stopped it: given more time the same failure shrinks further. Counted in examples
     # run, not in wall seconds (a loaded CI machine moved a whole run's time by more than the difference).
     assert longer_n >= short_n + 3, (short_n, longer_n, short_s, longer_s)
+
+
+# Wrong only in bfloat16: the simplest draw (float32) passes, so a failure is found among later, richer draws.
+WRONG_BF16 = """
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from pytest_gemmguard import backends
+from pytest_gemmguard.backends.aten import AtenBackend
+
+
+class SkewBf16(CustomGraphPass):
+    def __call__(self, graph):
+        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
+        for node in list(graph.nodes):
+            if node.target in gemms and node.meta["val"].dtype == torch.bfloat16:
+                with graph.inserting_after(node):
+                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, 1.0))
+                node.replace_all_uses_with(skewed)
+                skewed.args = (node, 1.0)
+
+    def uuid(self):
+        return "gemmguard-test-skew-bf16"
+
+
+class WrongBf16(AtenBackend):
+    name = "wrong-bf16"
+
+    def inductor_options(self):
+        return {**super().inductor_options(), "post_grad_custom_post_pass": SkewBf16()}
+
+
+backends.register(WrongBf16())
+"""
+
+LISTED_SHAPE = """
+import os
+from pytest_gemmguard import gemm_case
+
+@gemm_case(shapes=[(64, 48, 96)], max_examples=30)
+def test_listed(gemm):
+    with open(os.path.join(os.path.dirname(__file__), "examples.txt"), "a") as fh:
+        fh.write(gemm.case.dtype + "\\n")
+    gemm.check()
+"""
+
+
+def test_a_failure_on_a_listed_shape_is_reported_as_found_not_shrunk(pytester):
+    """Issue 41: 60 s went into shrinking a failure whose shape the test lists, where only the op, dtype, layout
+    and epilogue could shrink (a compile a step). The draw that fails is reported as it was found: after it, only
+    Hypothesis's one rerun of it for the report."""
+    pytester.makeconftest(WRONG_BF16)
+    pytester.makepyfile(test_listed=LISTED_SHAPE)
+    args = ("--gemm-backends=wrong-bf16", "-p", "no:cacheprovider", "--gemm-seed=1", "--gemm-compile-workers=0")
+    result = pytester.runpytest_inprocess(*args)
+    text = result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert "gemmguard: wrong-bf16 produced a wrong result" in text, text[-3000:]
+    assert re.search(r"case: +\w+ 64×48×96 bfloat16 ", text), text[-3000:]  # the listed shape, as drawn
+    ran = (pytester.path / "examples.txt").read_text().split()
+    first = ran.index("bfloat16")
+    assert len(ran) - first - 1 <= 1, ran  # with shrinking, seeded as here: 6 more examples (a compile each)
+    assert "--gemm-replay=" in text

@@ -72,6 +72,14 @@ def replay_blob(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
+def explore_phases(shrink: bool) -> list[Any]:
+    """The phases of gemmguard's explore run: never `explain`, which reruns a failure under a tracer (a compile
+    each) to list lines of gemmguard's own source that only failing examples ran; `shrink` only if asked."""
+    from hypothesis import Phase
+
+    return [phase for phase in Phase if phase.name != "explain" and (shrink or phase.name != "shrink")]
+
+
 @contextlib.contextmanager
 def shrink_time_limit(seconds: float | None) -> Iterator[bool]:
     """Bound Hypothesis's shrinking of a failure to `seconds` (None: leave Hypothesis's own limit) while the
