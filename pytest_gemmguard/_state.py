@@ -117,8 +117,8 @@ def session(config: pytest.Config) -> Any:
         options.memory_limit = s["memory_limit"]
         options.differential = tuple(selected(config))
         verbosity = config.get_verbosity()
-        if verbosity >= 1:
-            options.progress = lambda line: live_line(config, line)
+        if verbosity >= 1:  # every example, but a failure's shrinking steps like the line below
+            options.progress = Throttled(lambda line: live_line(config, line), PROGRESS_EVERY_S, every_example=True)
         elif verbosity == 0:  # a long GPU run must not sit silent for minutes: a line every 30 s at most
             options.progress = Throttled(lambda line: live_line(config, line), PROGRESS_EVERY_S)
         # The session counts examples as they run; state.tally is built from the reports (the two must stay
@@ -145,20 +145,26 @@ def _known(own: Any, shipped: bool) -> Any:
 
 class Throttled:
     """Passes on a progress line when `every_s` have gone by since the last one it passed (the first at
-    once), and at once the first line of a failure; the failing steps of its shrinking that follow are
-    throttled like any line (one every `every_s` says the shrinking goes on)."""
+    once), and at once the first line of a test's failure; the steps of its shrinking that follow are
+    throttled like any line (one every `every_s` says the shrinking goes on). With `every_example` (pytest -v)
+    every line passes until the test's first failure, and its shrinking's steps are throttled as above.
+    `new_test` starts the next test afresh."""
 
-    def __init__(self, write: Callable[[str], None], every_s: float) -> None:
+    def __init__(self, write: Callable[[str], None], every_s: float, every_example: bool = False) -> None:
         self.write, self.every_s, self.last = write, every_s, -float("inf")
-        self.failing = False  # the last line seen reported a failure
+        self.every_example, self.failed = every_example, False  # failed: this test had a failure
+
+    def new_test(self) -> None:
+        self.failed = False
 
     def __call__(self, line: str) -> None:
         now = time.monotonic()
-        failed = "FAILED" in line
-        if (failed and not self.failing) or now - self.last >= self.every_s:
+        first_failure = "FAILED" in line and not self.failed
+        if first_failure or now - self.last >= self.every_s or (self.every_example and not self.failed):
             self.last = now
             self.write(line)
-        self.failing = failed
+        if first_failure and "kept going" not in line:  # --gemm-verdicts goes on past a failure: no shrinking
+            self.failed = True
 
 
 def live_line(config: pytest.Config, line: str) -> None:

@@ -386,5 +386,5 @@ def _dynamo_limits() -> Iterator[None]:
 
     patch = {k: RECOMPILE_LIMIT for k in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit")
              if hasattr(dc, k)}  # fmt: skip
-    with dc.patch(**patch):
+    with dc.patch(**patch), inductor.trace_log_kept_from_pytest():  # and torch's trace records out of pytest's log
         yield

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from hypothesis import HealthCheck
 from hypothesis.errors import DidNotReproduce
 
-from . import ahead_worker, backends, strategies
+from . import ahead_worker, backends, replay, strategies
 from ._compat import hypothesis as hypothesis_compat
 from .errors import (
     BackendCrashed,
@@ -170,6 +170,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     listed = set(explicit)
     ran: set[GemmCase] = set()
     replayed: list[GemmCase] = []  # the cases the draws met (a replay's one: its report names it)
+    toured: list[GemmCase] = []  # the tour's cases as it meets them (a failure's is the last: its replay line)
 
     def drawn_example(case: GemmCase) -> None:
         if case in ran:
@@ -184,6 +185,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
 
     def tour_example(case: GemmCase) -> None:
         if case not in ran:
+            toured.append(case)
             one_example(case)
 
     shared = SHARED
@@ -198,7 +200,8 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     )
     if run_seed is not None:
         explore_run = hypothesis.seed(run_seed)(explore_run)
-    if options.replay:
+    replay_case = replay.explicit_case(options.replay, space, test_id)  # a case:... replay: the tour runs it
+    if options.replay and replay_case is None:
         version, _, blob = options.replay.partition(":")
         if space.cases is not None:
             raise ReplayNotReproduced(_not_reproduced(test_id, backend, [], "its cases are harvested, never drawn"))
@@ -233,8 +236,9 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             raise ReplayNotReproduced(_not_reproduced(test_id, backend, replayed)) from None
     except BaseException as exc:
         blob = hypothesis_compat.replay_blob(exc)
-        if blob is not None:
-            exc.add_note(f"gemmguard reproduce: pytest '{test_id}' --gemm-replay='{blob[0]}:{blob[1]}'")
+        failed = toured[-1] if toured and isinstance(exc, GemmMismatch) else None  # an explicit example: no blob
+        if blob is not None or failed is not None:
+            exc.add_note(replay.line(test_id, f"{blob[0]}:{blob[1]}" if blob else replay.case_value(failed)))
         raise
     finally:
         if pool is not None:
@@ -256,6 +260,8 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         import pytest
 
         pytest.xfail(judge.xfail_reason())
+    if replay_case is not None:  # the replayed case ran and passed
+        raise ReplayNotReproduced(_not_reproduced(test_id, backend, [replay_case]))
 
 
 @dataclasses.dataclass
@@ -322,6 +328,8 @@ def plan(session: GemmSession, space: CaseSpace, backend: str, test_id: str) -> 
         else:
             explicit = tour[: max(budget - 1, 1)]
             draws = max(budget - len(explicit), 1)
+    if (wanted := replay.replayed_case(options.replay)) is not None:  # an explicit example's replay: that case alone
+        explicit, draws = [wanted], 0
     # With compile-ahead the cases are drawn beforehand with the run's seed (Hypothesis then draws the same
     # ones again): an unseeded run gets a fresh seed, kept here so that both draws share it.
     run_seed = options.seed

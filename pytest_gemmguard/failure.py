@@ -57,6 +57,41 @@ def failure_report(
     return "\n".join(lines)
 
 
+def shown(exc: BaseException) -> str:
+    """What pytest shows for a wrong result, in place of a traceback through gemmguard: the report, the test's own
+    line that checked, then gemmguard's notes, whose last is the one reproduce line. Hypothesis's notes are left
+    out: its failing example is the report's case, and its @reproduce_failure advice is the reproduce line's."""
+    lines = [str(exc)]
+    where = test_line(exc)
+    if where:
+        lines.append(f"  test:     {where}")
+    lines += [n for n in getattr(exc, "__notes__", ()) if n.startswith("gemmguard")]
+    return "\n".join(lines)
+
+
+def test_line(exc: BaseException) -> str:
+    """'file:line in function: source' of the innermost frame `exc` passed through that is neither gemmguard's
+    nor a library's (the test's own call of gemm.check); '' where there is none."""
+    import linecache
+    import os
+    import sysconfig
+
+    skipped = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
+    skipped += [os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "purelib", "platlib")]
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename
+        if not path.startswith("<") and not os.path.abspath(path).startswith(tuple(skipped)):
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    path, lineno = last.tb_frame.f_code.co_filename, last.tb_lineno
+    shown_path = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    source = linecache.getline(path, lineno).strip()
+    return f"{shown_path}:{lineno} in {last.tb_frame.f_code.co_name}" + (f": {source[:100]}" if source else "")
+
+
 def _like_eager(gemm: Gemm, verdict: Verdict) -> list[str]:
     """Eager PyTorch is outside the bound too on the same inputs. Still a failure (never hidden: for the aten
     backend the compiled code calls the same library as eager), but one whose next step is plain: whose bug it

@@ -22,6 +22,7 @@ from .errors import (
     CompileTimeout,
     CoverageLost,
     GemmguardError,
+    GemmMismatch,
     GemmUsageError,
     KnownFailureFixed,
     MeasurementError,
@@ -246,6 +247,7 @@ def pytest_runtest_call(item: pytest.Item):
         yield
         return
     session = state.session
+    getattr(session.options.progress, "new_test", lambda: None)()  # -v: each test's examples shown afresh
     tally, stats = session.tally.snapshot(), dict(session.compiler.stats)
     yield
     share = session.tally.since(tally)
@@ -272,6 +274,10 @@ def _outcome_of(exc: BaseException, backend: str, state: _state.SharedState) -> 
         return "error", f"gemmguard: {exc}", False
     if isinstance(exc, (UserCodeError, GemmUsageError)):
         return "error", None, False  # the test's own error: pytest's traceback points into the test
+    if isinstance(exc, GemmMismatch):  # gemmguard's report, not a traceback through its internals (failure.py)
+        from .failure import shown
+
+        return "failed", shown(exc), False
     if isinstance(exc, (AssertionError, GemmguardError)):
         return "failed", None, False
     return "error", None, False

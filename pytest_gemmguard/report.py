@@ -13,10 +13,13 @@ CANDIDATE_COUNTS = ("candidates", "candidates_wrong", "candidates_unchecked", "c
 
 
 def capability_matrix(selected: list[str]) -> list[str]:
-    """One line per known backend: whether it runs here and, if not, why and how to fix it."""
+    """One line per backend selected or runnable here: whether it runs and, if not, why and how to fix it. A
+    backend neither selected nor runnable is named once, in its fix's line (`unavailable_fixes`)."""
     lines = []
     for name in backends.names():
         probe = backends.probe(name)
+        if name not in selected and not probe.available:
+            continue
         mark = "*" if name in selected else " "
         lines.append(f" {mark} {name:8s} {probe.line()}")
     return lines
@@ -66,6 +69,8 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     if all_choices:
         for name in selected:
             checked, wrong, unchecked, right, unsettled = (int(summary.counts[(name, w)]) for w in CANDIDATE_COUNTS)
+            if not (checked or wrong or unchecked or right or unsettled):
+                continue  # autotuning offered no choice beside the winner (ATen on the CPU): nothing to say
             lines.append(
                 f"{name}: autotune candidates checked: {checked}, wrong: {wrong}, not checked: {unchecked} "
                 "(--gemm-all-choices; a candidate is checked where its shape is first autotuned)"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import files, memory
+from . import replay as replays
 from .errors import GemmUsageError
 
 # ---------------------------------------------------------------- value parsers
@@ -124,7 +125,8 @@ def replay(value: Any) -> str:
     text = str(value)
     version, _, blob = text.partition(":")
     if not version or not blob:
-        raise ValueError("expected VERSION:BLOB as printed in a failure report")
+        raise ValueError("expected VERSION:BLOB or case:... as printed in a failure report")
+    replays.case_fields(text)  # a malformed case: ValueError
     return text
 
 
@@ -189,7 +191,8 @@ CORE: tuple[Setting, ...] = (
             flag="--gemm-max-examples", ini="gemm_max_examples", metavar="N", number=True),
     Setting("seed", any_int, None, "seed for case generation and input values", flag="--gemm-seed", metavar="S",
             number=True),
-    Setting("replay", replay, None, "replay one failing example: VERSION:BLOB from a report", flag="--gemm-replay"),
+    Setting("replay", replay, None, "replay one failing example: VERSION:BLOB or case:... from a report",
+            flag="--gemm-replay"),
     Setting("dynamic", flag, False, "compile with dynamic shapes (one compile serves many sizes) instead of one "
             "static compile per shape", flag="--gemm-dynamic", is_flag=True),
     Setting("compile_timeout", lambda v: seconds(v, zero_means="no limit"), 600.0, "seconds per compile (0: none)",

@@ -71,6 +71,31 @@ def compile_fx() -> Callable[..., Any]:
     return inductor_compile_fx
 
 
+# torch's structured trace (what tlparse reads) goes to the logger "torch.__trace": always at DEBUG, never
+# propagating, and torch makes its records only while that logger has a handler. pytest's log capture attaches
+# its handlers to every logger that does not propagate, so a failing test's captured log held about a hundred
+# empty "DEBUG torch.__trace" lines per compile. While gemmguard compiles and runs a case, pytest's handlers are
+# taken off that one logger (torch's own, TORCH_TRACE's, and any of the user's stay) and put back after.
+TRACE_LOGGER = "torch.__trace"
+
+
+@contextlib.contextmanager
+def trace_log_kept_from_pytest() -> Iterator[None]:
+    """Keep torch's structured trace records out of pytest's log capture while the block runs."""
+    import logging
+
+    log = logging.getLogger(TRACE_LOGGER)
+    taken = [h for h in log.handlers if type(h).__module__.startswith("_pytest.")]
+    for handler in taken:
+        log.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in taken:
+            if handler not in log.handlers:
+                log.addHandler(handler)
+
+
 @contextlib.contextmanager
 def captured_output_code() -> Iterator[list[str]]:
     """Collect the generated wrapper code of every graph Inductor compiles inside the block."""
