@@ -162,6 +162,7 @@ class Compiler:
         self._own_dir = cache_dir is None
         self.cache_dir: str | None = cache_dir
         self._saved_env: dict[str, str | None] = {}
+        self._headers_back: Callable[[], None] = lambda: None  # undoes the move of the precompiled headers
         self._active = False
         self._dynamo_backends: dict[str, _InductorThrough] = {}
         self._frozen: dict[tuple, Callable] = {}
@@ -188,6 +189,8 @@ class Compiler:
                 continue  # the user's "no disk cache" holds under gemmguard too
             self._saved_env[var] = os.environ.get(var)
             os.environ[var] = os.path.join(self.cache_dir, sub)
+        # Inductor's precompiled C++ headers ignore TORCHINDUCTOR_CACHE_DIR (_compat/inductor.py): moved too.
+        self._headers_back = inductor.move_precompiled_headers(os.path.join(self.cache_dir, "precompiled_headers"))
         self._active = True
 
     def use(self, backend: Backend | None) -> None:
@@ -263,6 +266,7 @@ class Compiler:
             else:
                 os.environ[var] = old
         self._saved_env.clear()
+        self._headers_back()
         if self._own_dir and self.cache_dir is not None:
             import shutil
 
