@@ -146,7 +146,6 @@ def test_gpu_job_local_runs_the_workflows_commands():
 # ---------------------------------------------------------------- act
 
 
-
 # The CPU job's selection under act (GEMMGUARD_CI_TESTS): one example test on aten, few examples.
 QUICK = "examples/test_example_gemms.py::test_user_function -k aten --gemm-max-examples=4"
 TINY = "tests/test_github.py -k escaping"  # no compile: for runs whose CPU job only has to pass
