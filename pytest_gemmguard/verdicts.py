@@ -78,7 +78,8 @@ class Record:
         return outcome is not None and is_failure(outcome)
 
     def ran(self, test: str, case: str) -> bool:
-        """The backend ran its own kernel on the case (right or wrong): what a refusal on the head would lose."""
+        """The backend ran its own kernel on the case, right or wrong (not unsupported, not a crash): what a
+        refusal on the head would lose."""
         outcome = self.outcome(test, case)
         return outcome is not None and outcome != UNSUPPORTED and outcome != "raises"
 
@@ -107,11 +108,10 @@ def load(path: str) -> Record:
     if not isinstance(doc, dict) or doc.get(KEY) != FORMAT:
         what = f"not a gemmguard verdict record (format {FORMAT})"
         raise GemmUsageError(f"{path}: {what}; write one with --gemm-verdicts")
-    rows = doc.get("results")
-    seed = doc.get("seed")
-    if not isinstance(rows, list) or not (seed is None or isinstance(seed, int)):
-        raise GemmUsageError(f"{path}: a verdict record needs a 'results' list and an integer 'seed'")
-    record = Record(seed, dict(doc.get("facts") or {}))
+    rows, seed, env = doc.get("results"), doc.get("seed"), doc.get("facts") or {}
+    if not isinstance(rows, list) or not (seed is None or isinstance(seed, int)) or not isinstance(env, dict):
+        raise GemmUsageError(f"{path}: a verdict record needs a 'results' list, an integer 'seed' and a 'facts' table")
+    record = Record(seed, dict(env))
     for i, row in enumerate(rows, 1):
         fields = ("test", "backend", "case", "outcome")
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in fields):

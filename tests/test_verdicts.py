@@ -67,9 +67,10 @@ def test_compare_sorts_every_change_and_blocks_only_on_new_and_lost():
         ("{not json", "not a readable verdict record"),
         ('{"benchmarks": []}', "not a gemmguard verdict record"),
         ('{"gemmguard_verdicts": 1, "seed": "x", "results": []}', "integer 'seed'"),
+        ('{"gemmguard_verdicts": 1, "seed": 1, "results": [], "facts": [1]}', "a 'facts' table"),
         ('{"gemmguard_verdicts": 1, "seed": 1, "results": [{"test": 1}]}', "result 1 needs the strings"),
     ],
-    ids=["missing", "corrupt", "foreign", "bad-seed", "bad-row"],
+    ids=["missing", "corrupt", "foreign", "bad-seed", "bad-facts", "bad-row"],
 )
 def test_a_bad_record_is_one_line(tmp_path, content, fragment):
     path = tmp_path / "base.json"
