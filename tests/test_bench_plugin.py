@@ -247,3 +247,24 @@ def test_a_timing_no_kernel_could_reach_is_refused_not_reported(pytester):
     out = result.stdout.str()
     assert "the timer cannot have seen the kernel run, so this measurement is refused" in out
     assert "x the most this machine can do" in out and "baseline" in out and not base.exists()
+
+
+INTERRUPTED = """
+def test_mm(gemm_benchmark):
+    gemm_benchmark(shape=(64, 64, 64))
+
+def test_z_interrupt():
+    raise KeyboardInterrupt  # what Ctrl-C (SIGINT) raises in the test process
+"""
+
+
+def test_an_interrupted_run_leaves_the_baseline_as_it_was(pytester, plugin_args):
+    # Seen: a benchmark run stopped with SIGINT after one measurement merged that partial result into the baseline.
+    pytester.makepyfile(test_bench=INTERRUPTED)
+    pytester.makefile(".toml", pyproject=PYPROJECT)
+    base = pytester.path / "baseline.json"
+    # A process of its own: pytester re-raises an in-process run's KeyboardInterrupt in the outer session.
+    result = pytester.runpytest_subprocess(*plugin_args, *COMMON, f"--gemm-save-baseline={base}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+    assert not base.exists(), base.read_text()
+    assert "interrupted after 1 measurement(s): baseline" in result.stdout.str()

@@ -334,7 +334,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             )
             + "; record baselines and gate tight budgets without -n"
         )
-    if s["save_baseline"] and results:
+    if s["save_baseline"] and results and exitstatus == pytest.ExitCode.INTERRUPTED:
+        # Ctrl-C after some measurements: a partial run must not become (part of) the reference.
+        bench.notes.append(
+            f"gemmguard: the run was interrupted after {len(results)} measurement(s): baseline "
+            f"{s['save_baseline']} left as it was"
+        )
+    elif s["save_baseline"] and results:
         _save_baseline(config, bench, ctx, session)
     elif s["save_baseline"]:
         bench.notes.append(f"gemmguard: nothing measured: baseline {s['save_baseline']} not written")
