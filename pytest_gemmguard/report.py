@@ -41,12 +41,14 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     tests that ended in their own error (never counted as the backend's failure); then the autotune
     candidates checked besides the winners (--gemm-all-choices)."""
     width = max([9, *(len(n) for n in selected)])
-    head = (
-        f"{'backend':{width}s} {'passed':>6s} {'unsup.':>6s} {'failed':>6s} {'unavail':>7s} | "
-        f"{'verified':>8s} {'unsup.':>6s} {'failed':>6s} {'fused':>5s} {'compile s':>9s} {'cases/min':>9s} | "
-        f"{'test error':>10s} {'xfail':>5s} {'xpass':>5s}"
-    )
-    lines = [head, "-" * len(head)]
+    tests = f"{'passed':>6s} {'unsup.':>6s} {'failed':>6s} {'unavail':>7s}"
+    cases = f"{'verified':>8s} {'unsup.':>6s} {'failed':>6s} {'fused':>5s} {'compile s':>9s} {'cases/min':>9s}"
+    ends = f"{'test error':>10s} {'xfail':>5s} {'xpass':>5s}"
+    # The same words count tests on the left and the examples (cases checked) in the middle: say which is which.
+    label = "examples (cases checked)"
+    groups = f"{'':{width}s} {'tests':^{len(tests)}s} | {label:^{len(cases)}s} | {'tests':^{len(ends)}s}"
+    head = f"{'backend':{width}s} {tests} | {cases} | {ends}"
+    lines = [groups.rstrip(), head, "-" * len(head)]
     for name in selected:
         t = summary.outcomes.get(name, Counter())
 
