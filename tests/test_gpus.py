@@ -310,3 +310,13 @@ def test_a_worker_whose_gpu_fails_ends_its_own_test_and_its_replacement_keeps_it
     after = {p.stem.removeprefix("after-"): p.read_text() for p in pytester.path.glob("after-*.txt")}
     # gw2 replaced gw1: the same spec, so the same GPU, and never the other worker's.
     assert after == {"gw0": "GPU-aaaa-1111", "gw2": "GPU-bbbb-2222"}, after
+
+
+def test_the_benchmark_table_says_what_its_columns_mean_and_which_way_is_better():
+    # A reader saw "vs ref 1.73" with no direction, a %peak above 100 and a ±CI beside a noise of another size.
+    from pytest_gemmguard.bench.report import LEGEND, bench_table
+
+    text = " ".join(LEGEND)
+    for words in ("vs ref: compiled time / eager time", "below 1: faster", "+: slower", "above 100", "±CI: half-width"):
+        assert words in text, words
+    assert bench_table([])[-len(LEGEND) :] == list(LEGEND)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..files import os_error, rescue, write_atomic, write_text_atomic
 from ..gpus import short
-from .report import COUNTED, compile_change, noise, verdict_counts
+from .report import COUNTED, LEGEND, compile_change, noise, verdict_counts
 
 
 def write_reports(settings: dict, results: list, fingerprint: dict, notes: list[str], loaded: Any = None) -> tuple:
@@ -112,6 +112,7 @@ def markdown(results: list, fingerprint: dict, notes: list[str]) -> str:
         lines += ["", "| backend | measured | " + " | ".join(COUNTED) + " |", "|---|" + "---:|" * (len(COUNTED) + 1)]
         for name, c in verdict_counts(results).items():
             lines.append(f"| {name} | {c['measured']} | " + " | ".join(str(c[k]) for k in COUNTED) + " |")
+        lines += ["", *(f"_{line}_" for line in LEGEND)]
     unclear = [m for m in results if m.status == "inconclusive"]
     if unclear:
         lines += ["", "### Inconclusive (too noisy to tell; not regressions)", ""]

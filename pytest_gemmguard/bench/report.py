@@ -83,4 +83,14 @@ def bench_table(results: list) -> list[str]:
             f"{name:8s} {c['measured']:8d} {c['ok']:4d} {c['failed']:6d} {c['inconclusive']:12d} "
             f"{c['no baseline']:11d} {compile_s[name]:9.1f}"
         )
-    return lines
+    return [*lines, "", *LEGEND]
+
+
+# What each column's number means, and which way is better: printed under the table (and the Markdown report).
+LEGEND = (
+    "±CI: half-width of the 95% confidence interval of this run's median; noise/detects: the spread of the "
+    "paired ratio the verdict assumes, and the smallest slowdown it can tell from that noise",
+    "%peak: of the plain library GEMM's best in this run for the dtype (above 100: the compiled kernel beat it, "
+    "a fused epilogue saving a pass say); vs ref: compiled time / eager time, timed side by side (below 1: faster "
+    "than eager); vs base and compile vs base: change against the baseline (+: slower)",
+)
