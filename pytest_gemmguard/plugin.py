@@ -303,8 +303,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         # pytest keeps a skip's line 1-based in this tuple (its location is 0-based).
         report.longrepr = (str(item.path), (item.location[1] or 0) + 1, text)
     elif text is not None:
+        from ._compat.pytest import Report
+
         report.outcome = "failed"
-        report.longrepr = text
+        report.longrepr = Report(text)
 
 
 class _SummaryCollector:

@@ -28,6 +28,8 @@ class TestResult:
 
 
 _FRAME = re.compile(r"^(?P<path>[^\s:][^:]*\.py):(?P<line>\d+): ")
+# gemmguard's own report, which stands in place of a traceback, names the test's line: "  test:     t.py:7 in ..."
+_TEST_LINE = re.compile(r"^\s*test:\s+(?P<path>[^\s:][^:]*\.py):(?P<line>\d+) in ")
 # "pytest_gemmguard.errors.GemmMismatch: " before the message: a dotted name ending in a class name.
 _EXC_PREFIX = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*: ")
 _AFTER_REPORT = re.compile(r"(Falsifying example|Failing test case|Explanation:|You can reproduce|gemmguard reproduce)")
@@ -63,7 +65,7 @@ def _frame_line(text: str, path: str, root: str) -> int:
     want = os.path.normpath(os.path.join(root, path))
     found = 0
     for raw in text.splitlines():
-        m = _FRAME.match(raw)
+        m = _FRAME.match(raw) or _TEST_LINE.match(raw)
         if m and os.path.normpath(os.path.join(root, m.group("path"))) == want:
             found = int(m.group("line"))
     return found
@@ -82,7 +84,10 @@ def _exception_lines(text: str) -> list[str]:
     if current:
         blocks.append(current)
     if not blocks:
-        return [line for line in text.strip().splitlines() if line.strip()][-1:]
+        lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+        if lines and lines[0].startswith("gemmguard: "):
+            return lines  # gemmguard's report in place of a traceback: all of it is the message
+        return lines[-1:]
     lines = blocks[-1]
     indent = min((len(x) - len(x.lstrip()) for x in lines if x.strip()), default=0)
     lines = [x[indent:].rstrip() for x in lines]
