@@ -9,12 +9,6 @@ import pytest
 RUN = ("--gemm-backends=aten", "-p", "no:cacheprovider")
 
 
-def _one_error_line(result, message):
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
-    errors = [line for line in result.errlines if line.startswith("ERROR:")]
-    assert len(errors) == 1 and message in errors[0], result.errlines
-
-
 def _test_errors(out: str) -> str:
     """The aten row's test-error cell of the results table."""
     row = next(line.split() for line in out.splitlines() if line.startswith("aten "))
@@ -139,32 +133,7 @@ def test_a_function_whose_result_is_not_finite_anywhere_is_the_test_s_error(pyte
     assert "aten produced a wrong result" not in out
 
 
-# ---------------------------------------------------------------- 4. --gemm-backends as written
-
-SIMPLE = """
-from pytest_gemmguard import gemm_case
-
-@gemm_case(ops=["mm"], shapes=[(4, 4, 4)], max_examples=1)
-def test_mm(gemm):
-    gemm.check()
-"""
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--gemm-backends=aten,,cpp"], "--gemm-backends='aten,,cpp': a backend name is empty (two commas in a row"),
-        (["--gemm-backends=aten,"], "--gemm-backends='aten,': a backend name is empty"),
-        (
-            ["--gemm-backends=aten", "--gemm-backends=cpp"],
-            "--gemm-backends was given 2 times ('aten', 'cpp'); give it once, with one comma-separated list "
-            "(--gemm-backends=aten,cpp)",
-        ),
-    ],
-)
-def test_an_empty_backend_name_or_a_repeated_flag_is_a_usage_error(pytester, args, message):
-    pytester.makepyfile(SIMPLE)
-    _one_error_line(pytester.runpytest_inprocess(*args, "-p", "no:cacheprovider"), message)
+# 4. --gemm-backends as written (an empty name, the flag given twice): tests/test_usage_errors.py's table.
 
 
 # ---------------------------------------------------------------- 5. @gemm_case where it cannot go as written

@@ -21,6 +21,13 @@ def test_mm(gemm):
         (["--gemm-backends= , "], "--gemm-backends is empty"),
         (["--gemm-max-examples=0"], "--gemm-max-examples=0: must be an integer >= 1"),
         (["--gemm-replay=nonsense"], "--gemm-replay='nonsense': expected VERSION:BLOB"),
+        (["--gemm-backends=aten,,cpp"], "--gemm-backends='aten,,cpp': a backend name is empty (two commas in a row"),
+        (["--gemm-backends=aten,"], "--gemm-backends='aten,': a backend name is empty"),
+        (
+            ["--gemm-backends=aten", "--gemm-backends=cpp"],
+            "--gemm-backends was given 2 times ('aten', 'cpp'); give it once, with one comma-separated list "
+            "(--gemm-backends=aten,cpp)",
+        ),
     ],
 )
 def test_bad_cli_values_are_usage_errors_with_one_line(pytester, args, message):
