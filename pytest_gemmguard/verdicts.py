@@ -275,11 +275,6 @@ def compare(base: Record, head: Record) -> Comparison:
     return result
 
 
-def facts_line(record: Record) -> str:
-    shown = ", ".join(f"{k} {v}" for k, v in record.facts.items() if v)
-    return shown or "no versions recorded"
-
-
 def changed_facts(base: Record, head: Record) -> Mapping[str, tuple[Any, Any]]:
     """The packages whose versions differ between the two records (an upgrade pull request)."""
     keys = dict.fromkeys([*base.facts, *head.facts])
