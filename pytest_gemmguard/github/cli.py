@@ -1,4 +1,4 @@
-"""The command line, `python -m pytest_gemmguard.github {gate,report,comment,check-gpu,backends}`. A
+"""The command line, `python -m pytest_gemmguard.github {install,gate,report,comment,check-gpu,backends}`. A
 misconfiguration or a run that could not be judged is one `::error` line and exit status 2."""
 
 from __future__ import annotations
@@ -6,15 +6,18 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..errors import GemmguardError, GemmUsageError
 from ..files import write_text_atomic
 from .annotate import annotations
 from .commands import append_summary, workflow_command
-from .comment import comment_body, read_parts, upsert_comment
+from .comment import Section, comment_body, read_parts, section_key, upsert_comment, upsert_section
 from .compare import read_report
 from .gate import gate
 from .gpu import check_gpu, usable_backends
+from .install import CPU_INDEX
+from .install import run as install
 from .junit import read_junit
 from .summary import summary_markdown
 
@@ -29,6 +32,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("backends", help="print the required backends plus the optional ones usable here")
     p.add_argument("--required", default="aten")
     p.add_argument("--optional", default="")
+    p = sub.add_parser("install", help="torch where none is, the project, and gemmguard at the action's version")
+    p.add_argument("--source", required=True, help="the gemmguard source tree the action runs from")
+    p.add_argument("--torch", default="2.13.0", help="the CPU build's version where torch is missing (latest: newest)")
+    p.add_argument("--torch-index", default=os.environ.get("GEMMGUARD_TORCH_INDEX") or CPU_INDEX)
+    p.add_argument("--project", default="auto", help="auto (pip install -e . where there is a pyproject.toml or "
+                   "setup.py), a shell command, or empty for nothing")  # fmt: skip
+    p.add_argument("--extras", default="plots", help="gemmguard's extras")
+    p.add_argument("--dry-run", action="store_true", help="print the steps, install nothing")
     p = sub.add_parser("gate", help="tests, benchmarks, annotations, summary, comment part, outputs")
     p.add_argument("--title", default="gemmguard")
     p.add_argument("--backends", default="")
@@ -60,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pr", type=int, required=True)
     p.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "https://api.github.com"))
     p.add_argument("--jobs", default="", help="'name=result ...' of the jobs whose parts these are")
+    p.add_argument("--section", default="", help="write only this job's section (the action's comment step)")
+    p.add_argument("--run", type=int, default=int(os.environ.get("GITHUB_RUN_NUMBER") or 0),
+                   help="the run's number: a section is never replaced by an older run's")  # fmt: skip
+    p.add_argument("--sha", default="", help="the commit the section reports on")
+    p.add_argument("--mode", choices=("alert", "always"), default="always",
+                   help="alert: create the comment only when this job failed (one that exists is updated)")  # fmt: skip
+    p.add_argument("--verdict", choices=("pass", "fail"), default="fail")
+    p.add_argument("--head-repo", default="", help="the pull request's head repository (a fork cannot comment)")
     return parser
 
 
@@ -80,6 +99,11 @@ def _report(opts: argparse.Namespace) -> int:
 
 
 def _comment(opts: argparse.Namespace) -> int:
+    if opts.head_repo and opts.repo and opts.head_repo != opts.repo:
+        print(workflow_command("notice", "gemmguard: a fork's pull request gets a read-only token: no comment; the "
+              "results are in the job summary and the uploaded report (a workflow_run workflow can post them: "
+              "docs/gate.md)", title="gemmguard"))  # fmt: skip
+        return 0
     token = os.environ.get("GITHUB_TOKEN", "")
     if not token:
         raise GemmUsageError("gemmguard: GITHUB_TOKEN is not set: cannot post the pull request comment")
@@ -88,8 +112,19 @@ def _comment(opts: argparse.Namespace) -> int:
     parts = read_parts(opts.parts)
     if not parts and not opts.jobs:
         raise GemmUsageError(f"gemmguard: no comment parts in {' '.join(opts.parts)}: nothing to post")
-    how, number = upsert_comment(opts.api_url, opts.repo, opts.pr, comment_body(parts, opts.jobs), token)
-    print(f"gemmguard: {how} pull request comment {number}")
+    if not opts.section:
+        how, number = upsert_comment(opts.api_url, opts.repo, opts.pr, comment_body(parts, opts.jobs), token)
+        print(f"gemmguard: {how} pull request comment {number}")
+        return 0
+    section = Section(section_key(opts.section), opts.run, opts.sha, "\n\n".join(parts))
+    try:
+        done = upsert_section(opts.api_url, opts.repo, opts.pr, section, token, alert_only=opts.mode == "alert",
+                              alarming=opts.verdict == "fail")  # fmt: skip
+    except GemmguardError as exc:  # the comment is a courtesy: the job's verdict is the gate's, not the API's
+        hint = " (the job needs `permissions: pull-requests: write`)" if "HTTP 403" in str(exc) else ""
+        print(workflow_command("warning", f"{exc}{hint}", title="gemmguard: no comment"))
+        return 0
+    print(f"gemmguard: {done}")
     return 0
 
 
@@ -101,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if opts.command == "backends":
             print(",".join(usable_backends(_split(opts.required), _split(opts.optional))))
             return 0
+        if opts.command == "install":
+            return install(source=Path(opts.source), torch=opts.torch, torch_index=opts.torch_index,
+                           project=opts.project, extras=opts.extras, dry_run=opts.dry_run)  # fmt: skip
         if opts.command == "gate":
             if opts.rounds < 1:
                 raise GemmUsageError(f"gemmguard: --rounds={opts.rounds}: must be >= 1")

@@ -1,10 +1,14 @@
 """The sticky pull-request comment: one per pull request, found again by its hidden marker and edited, never
-posted twice; its body is each job's summary part."""
+posted twice. Each job of the gate writes its own section of it (`upsert_section`, from the action's last
+step), or a separate job writes the whole body from every job's part (`comment_body`, the `workflow_run` path
+of a fork's pull request)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -65,16 +69,90 @@ def _api(method: str, url: str, token: str, body: dict | None = None) -> Any:
 def upsert_comment(api_url: str, repo: str, pr: int, body: str, token: str) -> tuple[str, int]:
     """Edit the pull request's gemmguard comment (the first one whose body starts with the marker), or create it
     when there is none: one comment per pull request, however many runs. Returns ('updated'|'created', id)."""
+    found = _find(api_url, repo, pr, token)
+    base = f"{api_url.rstrip('/')}/repos/{repo}"
+    if found is not None:
+        _api("PATCH", f"{base}/issues/comments/{found['id']}", token, {"body": body})
+        return "updated", int(found["id"])
+    created = _api("POST", f"{base}/issues/{pr}/comments", token, {"body": body})
+    return "created", int(created["id"])
+
+
+# A job's section: `<!-- gemmguard-section KEY run=N sha=SHA -->` ... `<!-- /gemmguard-section KEY -->`. The run
+# number orders writers: a section is never replaced by an older run's (a cancelled or slow run finishing late).
+_SECTION = re.compile(
+    r"<!-- gemmguard-section (?P<key>[\w.-]+) run=(?P<run>\d+) sha=(?P<sha>\w*) -->\n(?P<text>.*?)"
+    r"\n<!-- /gemmguard-section (?P=key) -->",
+    re.S,
+)
+
+
+@dataclasses.dataclass
+class Section:
+    key: str
+    run: int
+    sha: str
+    text: str
+
+
+def section_key(title: str) -> str:
+    return re.sub(r"[^\w.-]+", "-", title).strip("-").lower() or "gemmguard"
+
+
+def parse_sections(body: str) -> list[Section]:
+    return [Section(m["key"], int(m["run"]), m["sha"], m["text"]) for m in _SECTION.finditer(body)]
+
+
+def sections_body(sections: Sequence[Section]) -> str:
+    """The comment: the marker, then each section; a section of an older commit than the newest says so."""
+    newest = max(sections, key=lambda s: s.run).sha if sections else ""
+    out = [MARKER]
+    for s in sections:
+        stale = f"\n\n_(results of an earlier commit, {s.sha[:10]}: this job has not reported on {newest[:10]} yet)_"
+        text = s.text.strip() + (stale if s.sha and newest and s.sha != newest else "")
+        head = f"<!-- gemmguard-section {s.key} run={s.run} sha={s.sha} -->"
+        out.append(f"{head}\n{text}\n<!-- /gemmguard-section {s.key} -->")
+    body = "\n\n".join(out) + "\n"
+    if len(body) > MAX_COMMENT_CHARS:
+        body = body[: MAX_COMMENT_CHARS - 200] + "\n\n… (cut: the full report is in the job summary and artifacts)\n"
+    return body
+
+
+def _find(api_url: str, repo: str, pr: int, token: str) -> dict | None:
     base = f"{api_url.rstrip('/')}/repos/{repo}"
     page = 1
     while True:
         comments = _api("GET", f"{base}/issues/{pr}/comments?per_page=100&page={page}", token)
         for comment in comments or []:
             if (comment.get("body") or "").startswith(MARKER):
-                _api("PATCH", f"{base}/issues/comments/{comment['id']}", token, {"body": body})
-                return "updated", int(comment["id"])
+                return comment
         if not comments or len(comments) < 100:
-            break
+            return None
         page += 1
+
+
+def upsert_section(
+    api_url: str, repo: str, pr: int, new: Section, token: str, *, alert_only: bool, alarming: bool
+) -> str:
+    """Put one job's section into the pull request's gemmguard comment. alert_only: create the comment only
+    when `alarming` (something failed), but always update one that exists, so a red comment turns green.
+    Returns what was done, one line."""
+    found = _find(api_url, repo, pr, token)
+    if found is None and alert_only and not alarming:
+        return "no comment: this job passed and there is none to update (comment: alert)"
+    sections = parse_sections(found["body"]) if found else []
+    for i, old in enumerate(sections):
+        if old.key == new.key:
+            if old.run > new.run:
+                return f"comment left as it is: run {old.run} wrote this section, after this run ({new.run})"
+            sections[i] = new
+            break
+    else:
+        sections.append(new)
+    body = sections_body(sections)
+    base = f"{api_url.rstrip('/')}/repos/{repo}"
+    if found is not None:
+        _api("PATCH", f"{base}/issues/comments/{found['id']}", token, {"body": body})
+        return f"updated pull request comment {found['id']}"
     created = _api("POST", f"{base}/issues/{pr}/comments", token, {"body": body})
-    return "created", int(created["id"])
+    return f"created pull request comment {created['id']}"

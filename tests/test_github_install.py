@@ -1,0 +1,136 @@
+"""The action's install step (`python -m pytest_gemmguard.github install`), run from the source tree as the action
+runs it: torch from PyTorch's CPU index alone where none is installed, never on a GPU runner, the project, and
+gemmguard at the action's own version, built from a copy so the action's checkout stays clean; a self-hosted
+runner gets a venv of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import actrun
+import pytest
+
+from pytest_gemmguard.errors import GemmUsageError
+from pytest_gemmguard.github import install
+
+ROOT = Path(__file__).resolve().parent.parent
+VERSION = install.source_version(ROOT)
+
+
+def _cli(*args: str, cwd: Path, python: str = sys.executable, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The action's own call: the source tree on PYTHONPATH, nothing else."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("GEMMGUARD_", "RUNNER_", "GITHUB_"))}
+    full.update(PYTHONPATH=str(ROOT), **(env or {}))
+    command = [python, "-m", "pytest_gemmguard.github", "install", f"--source={ROOT}", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=full, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> str:
+    """A fresh venv with nothing in it: no torch, no gemmguard."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    return str(venv / "bin" / "python")
+
+
+def test_a_cpu_runner_without_torch_gets_the_cpu_build_from_its_index_alone(tmp_path, bare_python):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\nversion = '0'\n")
+    proc = _cli("--dry-run", "--torch=2.13.0", "--torch-index=https://example.invalid/cpu", cwd=tmp_path,
+                python=bare_python)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    torch_line, project_line, gemmguard_line = lines
+    assert "torch==2.13.0 --index-url https://example.invalid/cpu" in torch_line
+    assert "extra-index-url" not in proc.stdout  # one index for torch, PyPI for the rest: never mixed
+    assert project_line.endswith(f"-e {tmp_path}")
+    assert f"pytest-gemmguard {VERSION}, the action's own version" in gemmguard_line
+    assert gemmguard_line.endswith(f"'{ROOT}[plots]'")
+    # No pyproject.toml and no setup.py: there is no project to install.
+    (tmp_path / "pyproject.toml").unlink()
+    proc = _cli("--dry-run", cwd=tmp_path, python=bare_python)
+    assert "the project" not in proc.stdout and "--index-url https://download.pytorch.org/whl/cpu" in proc.stdout
+
+
+def test_a_gpu_runner_without_torch_is_one_line_never_a_pip_guess(tmp_path, bare_python):
+    with pytest.raises(GemmUsageError, match="NVIDIA GPU and no torch: install a CUDA build of torch"):
+        install.plan(python=bare_python, torch="2.13.0", torch_index=install.CPU_INDEX, project="auto",
+                     workspace=tmp_path, gpu=True)  # fmt: skip
+    # A GPU runner that has torch keeps it: no torch step at all.
+    steps = install.plan(python=sys.executable, torch="2.13.0", torch_index=install.CPU_INDEX, project="",
+                         workspace=tmp_path, gpu=True)  # fmt: skip
+    assert steps == []
+
+
+def test_an_installed_gemmguard_of_another_version_is_replaced_by_the_actions(tmp_path):
+    # This checkout's own editable install: the same tree, nothing to do (gemmguard's own CI).
+    assert install.gemmguard_step(sys.executable, ROOT, "plots") is None
+    # A project that brought another release: the action's version is installed over it, saying so.
+    other = tmp_path / "site"
+    (other / "pytest_gemmguard").mkdir(parents=True)
+    (other / "pytest_gemmguard" / "__init__.py").write_text('__version__ = "0.0.1"\n')
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", where], capture_output=True, text=True, check=True)
+    site = site.stdout.strip()
+    Path(site, "other.pth").write_text(f"{other}\n")
+    step = install.gemmguard_step(str(venv / "bin" / "python"), ROOT, "")
+    assert step is not None and step.command[-1] == str(ROOT)
+
+
+def test_a_bad_source_tree_is_one_line(tmp_path):
+    proc = _cli(cwd=tmp_path, env={})
+    assert proc.returncode == 0  # the real tree is fine (and already installed here)
+    bad = subprocess.run(
+        [sys.executable, "-m", "pytest_gemmguard.github", "install", f"--source={tmp_path}"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stdout.strip().endswith(f"{tmp_path} is not a gemmguard source tree (no __init__.py with a version)")
+
+
+@pytest.mark.slow
+def test_the_install_puts_the_actions_version_in_a_fresh_python_and_leaves_its_tree_clean(tmp_path):
+    """For real: a fresh venv that sees torch (a path line, as the act tests' venvs do), a user's project with a
+    pyproject.toml; after the step, the project and gemmguard import there, gemmguard from the installed copy."""
+    venv = actrun.make_venv(tmp_path / "venv")
+    python = str(venv / "bin" / "python")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "gemmlib"\nversion = "0.1.0"\n[tool.setuptools]\npy-modules = ["gemmlib"]\n'
+    )
+    (project / "gemmlib.py").write_text("X = 1\n")
+    before = sorted(p.name for p in ROOT.iterdir())
+    proc = _cli(cwd=project, python=python)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "gemmguard: install torch" not in proc.stdout  # it has torch
+    assert f"gemmguard: install pytest-gemmguard {VERSION}" in proc.stdout
+    where = subprocess.run([python, "-c", "import gemmlib, pytest_gemmguard as g; print(g.__file__)"], cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert not where.startswith(str(ROOT)) and where.startswith(str(venv))
+    assert sorted(p.name for p in ROOT.iterdir()) == before  # no build/ or *.egg-info left in the action's tree
+    # Run again: nothing to do.
+    again = _cli("--project=", cwd=project, python=python)
+    assert again.returncode == 0 and f"pytest-gemmguard {VERSION} is installed" in again.stdout, again.stdout
+
+
+def test_a_self_hosted_runner_installs_into_a_venv_of_its_own(tmp_path, monkeypatch):
+    """RUNNER_ENVIRONMENT=self-hosted: a venv under RUNNER_TEMP that sees the machine's packages, handed to the
+    job's later steps through GITHUB_PATH; the machine's python gets nothing."""
+    github_path = tmp_path / "github_path"
+    github_path.write_text("")
+    venv = tmp_path / "runner-temp" / "gemmguard-venv"
+    env = {"RUNNER_ENVIRONMENT": "self-hosted", "RUNNER_TEMP": str(tmp_path / "runner-temp"),
+           "GITHUB_PATH": str(github_path)}  # fmt: skip
+    proc = _cli("--dry-run", cwd=tmp_path, env=env)
+    assert f"self-hosted runner: installing into {venv}, never into the machine's python" in proc.stdout
+    monkeypatch.setenv("GITHUB_PATH", str(github_path))
+    made = install.make_venv(venv)
+    assert made == str(venv / "bin" / "python") and Path(made).exists()
+    assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
+    assert github_path.read_text() == f"{venv / 'bin'}\n"
