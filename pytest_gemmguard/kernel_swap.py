@@ -14,8 +14,8 @@ answers from shapes, strides and dtypes alone (the pass asks it about FakeTensor
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,30 +43,19 @@ def forget_refusals(op_name: str) -> None:
 
 
 def load_kernels(module: str) -> Any:
-    """`kernels/<module>.py` of the source checkout this package sits in (an editable install, or a tree on
-    PYTHONPATH as on a CI or GPU machine), as module `gemmguard_kernels.<module>`; a package of that name,
-    where one is installed, comes first."""
-    name = f"gemmguard_kernels.{module}"
-    if name in sys.modules:
-        return sys.modules[name]
+    """`pytest_gemmguard/kernels/<module>.py`, imported on first use: it imports its GPU library (triton,
+    cutlass) at its top, which a backend's probe asks for before it loads the kernel."""
+    return importlib.import_module(f"{__package__}.kernels.{module}")
+
+
+def kernel_path(module: str) -> Path | None:
+    """Where `pytest_gemmguard/kernels/<module>.py` is, found without running it (running it needs the GPU
+    library), or None where this install lacks it: a probe tells a missing file from a missing GPU."""
     try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("gemmguard_kernels", name):
-            raise  # the kernel module itself lacks something (triton, cutlass): the probe reports that
-    path = Path(__file__).resolve().parents[1] / "kernels" / f"{module}.py"
-    if not path.is_file():
-        raise ModuleNotFoundError(f"no module {name!r} and no {path}", name=name)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules[name] = loaded
-    try:
-        spec.loader.exec_module(loaded)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return loaded
+        spec = importlib.util.find_spec(f"{__package__}.kernels.{module}")
+    except ModuleNotFoundError:  # the kernels package itself is missing
+        return None
+    return Path(spec.origin) if spec is not None and spec.origin else None
 
 
 def plant(op_name: str, kernel: Callable[..., Any] | None) -> None:

@@ -1,9 +1,9 @@
-"""Check and time kernels/cute_gemm.py on a Hopper GPU.
+"""Check and time pytest_gemmguard/kernels/cute_gemm.py (this checkout's) on a Hopper GPU.
 
-    python3 kernels/check_cute.py            # correctness sweep, then timings (~2-4 min)
-    python3 kernels/check_cute.py --quick    # a few cases only
-    python3 kernels/check_cute.py --optin    # only the switches next to the default (~1 min)
-    python3 kernels/check_cute.py --sm80     # only the SM80-class path, forced on a Hopper GPU
+    python3 scripts/check_cute.py            # correctness sweep, then timings (~2-4 min)
+    python3 scripts/check_cute.py --quick    # a few cases only
+    python3 scripts/check_cute.py --optin    # only the switches next to the default (~1 min)
+    python3 scripts/check_cute.py --sm80     # only the SM80-class path, forced on a Hopper GPU
 
 The switches section (also at the end of a full run) sets GEMMGUARD_CUTE_SPLIT_K / _BRANCH_EPI / _RASTER / _A_ROWS
 in this process per case (cute_gemm reads them at call time) and prints the default beside each.
@@ -18,7 +18,8 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The checkout's kernel, not an installed gemmguard's: this script checks the tree it sits in.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 T_START = time.time()
 BUDGET_S = float(os.environ.get("CHECK_CUTE_BUDGET_S", "220"))
@@ -314,7 +315,7 @@ def main():
         log(f"cutlass-dsl {getattr(cutlass, '__version__', '?')}")
     except Exception:
         log("cutlass import FAILED: " + log_exc("import cutlass"))
-    import cute_gemm as cg
+    from pytest_gemmguard.kernels import cute_gemm as cg
 
     dev = "cuda"
     torch.manual_seed(0)

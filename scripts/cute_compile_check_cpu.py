@@ -1,6 +1,6 @@
 """Compile every supported kernel variant for sm_90a without a GPU (CUTE_DSL_ARCH), to catch API errors.
 
-CUTE_DSL_ARCH=sm_90a python kernels/compile_check_cpu.py [quick]
+CUTE_DSL_ARCH=sm_90a python scripts/cute_compile_check_cpu.py [quick]
 """
 
 import os
@@ -8,9 +8,11 @@ import sys
 import traceback
 
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cute_gemm as cg
+# The checkout's kernel, not an installed gemmguard's: this script checks the tree it sits in.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch
+
+from pytest_gemmguard.kernels import cute_gemm as cg
 
 quick = "quick" in sys.argv
 cases = []
@@ -92,7 +94,7 @@ for name in ("64x32x128_w1_s8_be", "64x128x64_w1_s8_sk"):
             cases.append((torch.bfloat16, torch.bfloat16, True, bk, cfg, None, None, None, ()))
 a16 = cg.CONFIGS["64x32x128_w1_s8_be_a16"]
 cases.append((torch.float16, torch.float16, True, False, a16, torch.float16, None, None, ("gelu",)))
-# the SM80-class path (kernels/cute_gemm_sm80.py; strides are runtime values, so no layout variants):
+# the SM80-class path (pytest_gemmguard/kernels/cute_gemm_sm80.py; strides are runtime values, so no layout variants):
 # (operand dtype, out dtype, bias, epi_bias, residual, steps)
 sm80 = [
     (torch.bfloat16, torch.bfloat16, None, None, None, ()),

@@ -154,16 +154,16 @@ calib_shards() {
   done
 }
 
-# cute_checks PREFIX: issue 14's CuteDSL checks, logs $out/PREFIX-cute-*.txt: kernels/cute_gemm.py's disk cache
+# cute_checks PREFIX: issue 14's CuteDSL checks, logs $out/PREFIX-cute-*.txt: pytest_gemmguard/kernels/cute_gemm.py's disk cache
 # (check_cute --quick twice on one cache directory: the second must load every variant and be as right), then
 # the SM80-class path forced on this Hopper GPU (layouts the TMA path refuses, then timings)
 cute_checks() {
   for pass in 1 2; do
-    GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 kernels/check_cute.py --quick \
+    GEMMGUARD_CUTE_CACHE_DIR=/tmp/cute-cache OUT=/tmp timeout -k 5 150 python3 scripts/check_cute.py --quick \
       >"$out/$1-cute-cache-$pass.txt" 2>&1
     echo "rc=$?" >>"$out/$1-cute-cache-$pass.txt"
   done
-  OUT=/tmp timeout -k 5 "${SM80_S:-150}" python3 kernels/check_cute.py --sm80 >"$out/$1-cute-sm80.txt" 2>&1
+  OUT=/tmp timeout -k 5 "${SM80_S:-150}" python3 scripts/check_cute.py --sm80 >"$out/$1-cute-sm80.txt" 2>&1
   echo "rc=$?" >>"$out/$1-cute-sm80.txt"
 }
 
@@ -246,7 +246,7 @@ ka)  # a short first call: stage the first half; triton[kernels] alone in issue 
   rm -f "$out/ka-bench.txt.keep"; grep -E "^E |Error" "$out/ka-bench.txt" | head -20 >>"$log"
   rm -f "$out/env.txt"
   ;;
-kb)  # the second half: the CuteDSL set; kernels/check_cute.py; quack and cutedsl[kernels] in issue 14's table;
+kb)  # the second half: the CuteDSL set; scripts/check_cute.py; quack and cutedsl[kernels] in issue 14's table;
      # the triton calibration (issue 10), no compile-ahead workers, 5 shards, beside check_cute's sweep
   # shellcheck disable=SC1091
   source .gpu/b/install.sh || exit 3
@@ -256,7 +256,7 @@ kb)  # the second half: the CuteDSL set; kernels/check_cute.py; quack and cuteds
       --per-structure 10 --compiled 100000 --shard "$i/5" --deadline 220 --out /tmp/calib \
       >"/tmp/calib-$i.txt" 2>&1; echo "rc=$?" >>"/tmp/calib-$i.txt") &
   done
-  CHECK_CUTE_BUDGET_S=120 OUT=$out timeout -k 5 200 python3 kernels/check_cute.py >"$out/kb-cute.txt" 2>&1
+  CHECK_CUTE_BUDGET_S=120 OUT=$out timeout -k 5 200 python3 scripts/check_cute.py >"$out/kb-cute.txt" 2>&1
   echo "check_cute rc=$?" >>"$out/kb-cute.txt"
   wait
   timeout -k 5 170 python3 -m pytest "${plugins[@]}" -s scripts/gpu_bench_kernels.py --gemm-allow-unavailable \
@@ -338,13 +338,13 @@ n2)  # next session, call 2 (carry .gpu/b .gpu/cutlass_api_src): the README main
   tail -1 "$out/n2-main-job.txt"
   ;;
 n3)  # next session, call 3, right after n2 (the CuteDSL set still installed): cutedsl[kernels] through
-     # gemmguard's tests, kernels/check_cute.py with the opt-in paths, every ordered pair of backends
+     # gemmguard's tests, scripts/check_cute.py with the opt-in paths, every ordered pair of backends
   export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
   export PATH=/tmp/site/bin:$PATH
   python3 -c "import cutlass, quack" || { echo "n3: the CuteDSL set is gone (run n2 first, then n3 at once)"; exit 3; }
   (timeout -k 5 300 python3 -m pytest "${plugins[@]}" tests/test_kernels.py -rs -k "cutedsl" \
     >/tmp/n3-kernels.txt 2>&1; echo "rc=$?" >>/tmp/n3-kernels.txt) &
-  OUT=$out timeout -k 5 240 python3 kernels/check_cute.py --optin >"$out/n3-cute.txt" 2>&1  # opt-in paths beside the default
+  OUT=$out timeout -k 5 240 python3 scripts/check_cute.py --optin >"$out/n3-cute.txt" 2>&1  # opt-in paths beside the default
   wait
   GEMMGUARD_ORDERS_CACHE=/tmp/gg-orders-cache timeout -k 5 200 python3 -m pytest "${plugins[@]}" \
     tests/test_backend_orders.py -v -rs -n 8 >/tmp/n3-orders.txt 2>&1; echo "rc=$?" >>/tmp/n3-orders.txt
@@ -664,13 +664,13 @@ w1)  # 2026-12-03, call 1 (carry .gpu/a), about 30 s: stage the first half, inst
   cat "$out/env.txt"; rm -f "$out/env.txt"; ls /tmp/stage | head -3
   ;;
 w2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; issue 14's decode switches alone on
-     # the machine (kernels/check_cute.py --optin: every switch's correctness on decode shapes, then timings);
+     # the machine (scripts/check_cute.py --optin: every switch's correctness on decode shapes, then timings);
      # then the README main job with every extra, as README runs it plus -v, in a session of its own (w3, w4
      # wait for its end), with a CPU/GPU use sampler beside it
   # shellcheck disable=SC1091
   source .gpu/b/install.sh || exit 3
   export PYTHONPATH=$PWD:/tmp/site_a:$PWD/.gpu/cutlass_api_src${PYTHONPATH:+:$PYTHONPATH}
-  OUT=$out CHECK_CUTE_BUDGET_S=150 timeout -k 5 "${CUTE_S:-200}" python3 kernels/check_cute.py --optin \
+  OUT=$out CHECK_CUTE_BUDGET_S=150 timeout -k 5 "${CUTE_S:-200}" python3 scripts/check_cute.py --optin \
     >"$out/w2-cute-optin.txt" 2>&1
   echo "rc=$?" >>"$out/w2-cute-optin.txt"
   main_job_in_background
@@ -699,7 +699,7 @@ w3|w4)  # calls 3 and 4, each at once after the last (carry .gpu/cutlass_api_src
 x1)  # next session, call 1 (carry .gpu/a), about 10 s: stage the first half
   exec bash "$0" w1
   ;;
-x2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; kernels/cute_gemm.py's disk cache on
+x2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): the CuteDSL set; pytest_gemmguard/kernels/cute_gemm.py's disk cache on
      # the GPU (check_cute --quick twice on one cache directory: the first compiles and writes, the second must
      # load every variant and be as right); then the README main job with every extra, as README runs it plus
      # -v, in a session of its own (x3, x4 wait for its end; issue 10 wants it green, issue 11 inside 10 minutes)
@@ -745,7 +745,7 @@ s.sort_stats('tottime').print_stats(20)" >"$out/y1-cpp-profile.txt" 2>&1
   grep -E "^ +[0-9]" "$out/y1-cpp-profile.txt" | grep -vE "pluggy|_pytest|hypothesis|_dynamo" | cut -c1-160 | head -45
   ;;
 y2)  # call 2, at once (carry .gpu/b .gpu/cutlass_api_src): issue 14 on the GPU. tests/test_kernels.py through
-     # cutedsl[kernels] in the background; beside it kernels/cute_gemm.py's disk cache (check_cute --quick twice
+     # cutedsl[kernels] in the background; beside it pytest_gemmguard/kernels/cute_gemm.py's disk cache (check_cute --quick twice
      # on one cache directory: the second must load every variant and be as right) and the SM80-class path
   # shellcheck disable=SC1091
   source .gpu/b/install.sh || exit 3

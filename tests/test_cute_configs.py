@@ -1,17 +1,14 @@
-"""kernels/cute_gemm.py's choice of tile configuration, on the CPU (the module imports nothing CUDA).
+"""pytest_gemmguard/kernels/cute_gemm.py's choice of tile configuration, on the CPU (the module imports nothing CUDA).
 
 The numbers behind each rule were measured on the H200 (BENCHMARKS.md, "gemmguard's own kernels"); these
 tests pin the rules, so a change of choice is a decision someone measured, not an accident."""
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("cute_gemm", Path(__file__).parents[1] / "kernels" / "cute_gemm.py")
-cg = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cg)
+from pytest_gemmguard.kernels import cute_gemm as cg
 
 
 @pytest.fixture(autouse=True)
@@ -59,8 +56,9 @@ def test_every_config_a_choice_can_name_is_known_by_name():
 VARIANT = """
 import os, sys, time, warnings
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")  # compile for the H200 without a GPU
-sys.path.insert(0, {kernels!r})
-import torch, cute_gemm as cg
+sys.path.insert(0, {root!r})
+import torch
+from pytest_gemmguard.kernels import cute_gemm as cg
 warnings.simplefilter("always")
 with warnings.catch_warnings(record=True) as seen:
     t = time.perf_counter()
@@ -76,8 +74,8 @@ def _variant(tmp_path, cache):
 
     env = {k: v for k, v in os.environ.items() if k != "GEMMGUARD_CUTE_CACHE_DIR"}
     env["GEMMGUARD_CUTE_CACHE_DIR"] = str(cache)
-    kernels = str(Path(__file__).parents[1] / "kernels")
-    command = [sys.executable, "-c", VARIANT.format(kernels=kernels)]
+    root = str(Path(__file__).parents[1])  # this checkout's kernel, as the test process imports it
+    command = [sys.executable, "-c", VARIANT.format(root=root)]
     out = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("STATS ")), None)
     assert line, out.stdout[-2000:] + out.stderr[-3000:]

@@ -1,6 +1,7 @@
 """kernel_swap's graph pass on the CPU, through real Inductor compiles and without triton: a stand-in kernel
-module (torch math) sits where kernels/*.py would, so CI checks which GEMMs and epilogue chains the pass
-hands to a kernel and what it leaves to Inductor (tests/test_kernels.py runs the real Triton kernel)."""
+module (torch math) stands where pytest_gemmguard/kernels/*.py would, so CI checks which GEMMs and epilogue
+chains the pass hands to a kernel and what it leaves to Inductor (tests/test_kernels.py runs the real Triton
+kernel)."""
 
 import types
 

@@ -1,4 +1,4 @@
-"""gemmguard's own GEMMs (kernels/), guarded through the public API like any backend.
+"""gemmguard's own GEMMs (pytest_gemmguard/kernels/), guarded through the public API like any backend.
 
 The inner test files use `@gemm_case` and `gemm.check()` only, run with `--gemm-backends=triton[kernels]`
 or `cutedsl[kernels]`. On a GPU the kernels run for real; on a CPU machine with triton installed the Triton
@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-pytest.importorskip("triton", reason="triton is not installed: kernels/triton_gemm.py cannot run here")
+pytest.importorskip("triton", reason="triton is not installed: the triton[kernels] GEMM cannot run here")
 import torch
 
 ON_GPU = torch.cuda.is_available()
@@ -21,7 +21,7 @@ SM80 = ON_GPU and torch.cuda.get_device_capability() >= (8, 0)
 KERNELS = {
     "triton[kernels]": ("kernels_triton_gemm", "triton_gemm", ""),
     "cutedsl[kernels]": ("kernels_cute_gemm", "cute_gemm", "" if SM80 and importlib.util.find_spec("cutlass")
-                         else "kernels/cute_gemm.py needs an SM80+ GPU and nvidia-cutlass-dsl"),
+                         else "the cutedsl[kernels] GEMM needs an SM80+ GPU and nvidia-cutlass-dsl"),
 }  # fmt: skip
 
 # The part of the case space each kernel claims. The Triton kernel takes every shape, stride and dtype of

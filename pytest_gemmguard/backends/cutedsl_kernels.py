@@ -1,6 +1,6 @@
-"""cutedsl[kernels]: gemmguard's own CuteDSL GEMM (kernels/cute_gemm.py: SM90 TMA + WGMMA, persistent; an
-SM80-class mma.sync path on 8.x GPUs),
-with its epilogue fused in, for the GEMMs neither Inductor nor a library has a CuteDSL kernel for.
+"""cutedsl[kernels]: gemmguard's own CuteDSL GEMM (pytest_gemmguard/kernels/cute_gemm.py: SM90 TMA + WGMMA,
+persistent; an SM80-class mma.sync path on 8.x GPUs), with its epilogue fused in, for the GEMMs neither
+Inductor nor a library has a CuteDSL kernel for.
 
 The wiring is triton[kernels]'s (kernel_swap.py): a post-grad pass swaps each GEMM the kernel takes, with
 the pointwise steps after it, for the custom op `gemmguard::kernels_cute_gemm`; what it leaves alone falls
@@ -20,7 +20,8 @@ class CuteDslKernelsBackend(OwnKernelBackend):
     pass_uuid = "gemmguard-kernels-cute-v1"
 
     def probe(self) -> Probe:
-        problem = cuda_probe((8, 0)) or missing_module("cutlass", "nvidia-cutlass-dsl")
+        gpu = cuda_probe((8, 0))
+        problem = self.kernel_file_missing() or gpu or missing_module("cutlass", "nvidia-cutlass-dsl")
         if problem or (problem := self.kernel_file_problem()):
             return problem
         from importlib.metadata import version

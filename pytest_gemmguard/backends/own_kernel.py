@@ -1,5 +1,6 @@
-"""What every backend over one of gemmguard's own kernels (kernels/) shares: the swap pass that hands it
-each GEMM with its epilogue chain (kernel_swap.py), the custom op it runs as, and the claim on that op.
+"""What every backend over one of gemmguard's own kernels (pytest_gemmguard/kernels/) shares: the swap pass
+that hands it each GEMM with its epilogue chain (kernel_swap.py), the custom op it runs as, and the claim on
+that op.
 A backend file says which kernel file and op, and how to probe its machine (triton_kernels.py,
 cutedsl_kernels.py). Not itself a backend: it has no BACKEND."""
 
@@ -17,7 +18,7 @@ class OwnKernelBackend(Backend):
     route = "kernels"
     in_auto = False  # named, never implied: `auto` means Inductor's backends
     op_name: str = ""  # the custom op, gemmguard::<op_name>
-    kernel_file: str = ""  # kernels/<kernel_file>.py
+    kernel_file: str = ""  # pytest_gemmguard/kernels/<kernel_file>.py
     pass_uuid: str = ""  # the swap pass's name in Inductor's cache key (the sources' hash is added)
 
     def kernels(self) -> Any:
@@ -26,12 +27,20 @@ class OwnKernelBackend(Backend):
     def swap_pass(self) -> Any:
         return kernel_swap.swap_pass(self.op_name, self.name, self.kernels, self.pass_uuid)
 
+    def kernel_file_missing(self) -> Probe | None:
+        """None when this install has the kernel file (asked first: no GPU would hide a broken install)."""
+        if kernel_swap.kernel_path(self.kernel_file) is not None:
+            return None
+        where = f"pytest_gemmguard/kernels/{self.kernel_file}.py"
+        return Probe(False, f"{where} is missing from this install", "reinstall pytest-gemmguard")
+
     def kernel_file_problem(self) -> Probe | None:
         """None when the kernel file imports; else the probe that says why not (never a crash of the run)."""
         try:
             self.kernels()
         except Exception as exc:
-            return Probe(False, f"kernels/{self.kernel_file}.py does not import: {type(exc).__name__}: {exc}")
+            where = f"pytest_gemmguard/kernels/{self.kernel_file}.py"
+            return Probe(False, f"{where} does not import: {type(exc).__name__}: {exc}")
         return None
 
     def prepare(self) -> None:

@@ -1,4 +1,5 @@
-"""triton[kernels]: gemmguard's own Triton GEMM (kernels/triton_gemm.py), with its epilogue fused in.
+"""triton[kernels]: gemmguard's own Triton GEMM (pytest_gemmguard/kernels/triton_gemm.py), with its
+epilogue fused in.
 
 Inductor compiles the graph as usual; a post-grad pass (kernel_swap.py) swaps each GEMM it can, with the
 pointwise steps that follow it, for the custom op `gemmguard::kernels_triton_gemm`, which launches the
@@ -29,8 +30,10 @@ class TritonKernelsBackend(OwnKernelBackend):
         return "cpu" if _interpreting() else "cuda"
 
     def probe(self) -> Probe:
-        # The GPU first, as the other GPU backends do: on a CPU machine the fix is a GPU, not triton.
-        problem = (None if _interpreting() else cuda_probe((8, 0))) or missing_module("triton", "triton")
+        # The kernel file, then the GPU, as the other GPU backends do: on a CPU machine the fix is a GPU, not
+        # triton, unless the install itself lacks the kernel.
+        gpu = None if _interpreting() else cuda_probe((8, 0))
+        problem = self.kernel_file_missing() or gpu or missing_module("triton", "triton")
         if problem or (problem := self.kernel_file_problem()):
             return problem
         import triton

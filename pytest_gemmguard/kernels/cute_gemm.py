@@ -20,7 +20,7 @@ Hopper kernel:
 * configurations (picked per shape): 128x256x64 with two consumer warpgroups (4 stages),
   128x128x64 with two consumer warpgroups (6 stages), and a decode config 64x32x128 with one
   consumer warpgroup (8 stages) for M <= 64, where the many N tiles keep every SM streaming B.
-* switches, read at every call (``env_flags()``), measured on the H200 with ``kernels/check_cute.py
+* switches, read at every call (``env_flags()``), measured on the H200 with ``scripts/check_cute.py
   --optin`` (2026-12-01, BENCHMARKS.md "gemmguard's own kernels"; 195 opt-in cases, 0 wrong):
   - split-K for decode, ON by default (``GEMMGUARD_CUTE_SPLIT_K=0`` turns it off): M <= 64, K >= 1024,
     and only when the output tiles alone cannot fill the SMs (and, since 2026-12-03, not where loading only
@@ -983,7 +983,8 @@ _sm80 = None
 
 
 def _sm80_cls():
-    """kernels/cute_gemm_sm80.py's kernel class, loaded beside this file (gemmguard loads this one by path)."""
+    """cute_gemm_sm80.py's kernel class, loaded by path from beside this file: that works however this
+    module itself was loaded (as part of pytest_gemmguard.kernels, or by its own path)."""
     global _sm80
     if _sm80 is None:
         import importlib.util
