@@ -38,8 +38,8 @@ def bare_python(tmp_path_factory) -> str:
 
 def test_a_cpu_runner_without_torch_gets_the_cpu_build_from_its_index_alone(tmp_path, bare_python):
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\nversion = '0'\n")
-    proc = _cli("--dry-run", "--torch=2.13.0", "--torch-index=https://example.invalid/cpu", cwd=tmp_path,
-                python=bare_python)  # fmt: skip
+    proc = _cli("--dry-run", "--venv=", "--torch=2.13.0", "--torch-index=https://example.invalid/cpu",
+                cwd=tmp_path, python=bare_python)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     torch_line, project_line, gemmguard_line = lines
@@ -50,7 +50,7 @@ def test_a_cpu_runner_without_torch_gets_the_cpu_build_from_its_index_alone(tmp_
     assert gemmguard_line.endswith(f"'{ROOT}[plots]'")
     # No pyproject.toml and no setup.py: there is no project to install.
     (tmp_path / "pyproject.toml").unlink()
-    proc = _cli("--dry-run", cwd=tmp_path, python=bare_python)
+    proc = _cli("--dry-run", "--venv=", cwd=tmp_path, python=bare_python)
     assert "the project" not in proc.stdout and "--index-url https://download.pytorch.org/whl/cpu" in proc.stdout
 
 
@@ -82,8 +82,8 @@ def test_an_installed_gemmguard_of_another_version_is_replaced_by_the_actions(tm
 
 
 def test_a_bad_source_tree_is_one_line(tmp_path):
-    proc = _cli(cwd=tmp_path, env={})
-    assert proc.returncode == 0  # the real tree is fine (and already installed here)
+    proc = _cli("--venv=", "--project=", cwd=tmp_path, env={})
+    assert proc.returncode == 0, proc.stdout  # the real tree is fine (and already installed here)
     bad = subprocess.run(
         [sys.executable, "-m", "pytest_gemmguard.github", "install", f"--source={tmp_path}"],
         cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -93,11 +93,12 @@ def test_a_bad_source_tree_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_install_puts_the_actions_version_in_a_fresh_python_and_leaves_its_tree_clean(tmp_path):
-    """For real: a fresh venv that sees torch (a path line, as the act tests' venvs do), a user's project with a
-    pyproject.toml; after the step, the project and gemmguard import there, gemmguard from the installed copy."""
-    venv = actrun.make_venv(tmp_path / "venv")
-    python = str(venv / "bin" / "python")
+def test_the_install_puts_the_actions_version_in_a_venv_of_its_own_and_leaves_its_tree_clean(tmp_path):
+    """For real, as on a runner: the job's python (a venv that sees torch through a path line, as the act tests'
+    venvs do), a user's project with a pyproject.toml. The step makes a venv under RUNNER_TEMP that sees the job
+    python's packages, hands it to later steps through GITHUB_PATH, and installs the project and gemmguard
+    there; the job's python gets nothing, and the action's tree is left as it was."""
+    job_python = str(actrun.make_venv(tmp_path / "job") / "bin" / "python")
     project = tmp_path / "project"
     project.mkdir()
     (project / "pyproject.toml").write_text(
@@ -105,32 +106,25 @@ def test_the_install_puts_the_actions_version_in_a_fresh_python_and_leaves_its_t
         '[project]\nname = "gemmlib"\nversion = "0.1.0"\n[tool.setuptools]\npy-modules = ["gemmlib"]\n'
     )
     (project / "gemmlib.py").write_text("X = 1\n")
-    before = sorted(p.name for p in ROOT.iterdir())
-    proc = _cli(cwd=project, python=python)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "gemmguard: install torch" not in proc.stdout  # it has torch
-    assert f"gemmguard: install pytest-gemmguard {VERSION}" in proc.stdout
-    where = subprocess.run([python, "-c", "import gemmlib, pytest_gemmguard as g; print(g.__file__)"], cwd=tmp_path,
-                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    assert not where.startswith(str(ROOT)) and where.startswith(str(venv))
-    assert sorted(p.name for p in ROOT.iterdir()) == before  # no build/ or *.egg-info left in the action's tree
-    # Run again: nothing to do.
-    again = _cli("--project=", cwd=project, python=python)
-    assert again.returncode == 0 and f"pytest-gemmguard {VERSION} is installed" in again.stdout, again.stdout
-
-
-def test_a_self_hosted_runner_installs_into_a_venv_of_its_own(tmp_path, monkeypatch):
-    """RUNNER_ENVIRONMENT=self-hosted: a venv under RUNNER_TEMP that sees the machine's packages, handed to the
-    job's later steps through GITHUB_PATH; the machine's python gets nothing."""
     github_path = tmp_path / "github_path"
     github_path.write_text("")
+    env = {"RUNNER_TEMP": str(tmp_path / "runner-temp"), "GITHUB_PATH": str(github_path)}
     venv = tmp_path / "runner-temp" / "gemmguard-venv"
-    env = {"RUNNER_ENVIRONMENT": "self-hosted", "RUNNER_TEMP": str(tmp_path / "runner-temp"),
-           "GITHUB_PATH": str(github_path)}  # fmt: skip
-    proc = _cli("--dry-run", cwd=tmp_path, env=env)
-    assert f"self-hosted runner: installing into {venv}, never into the machine's python" in proc.stdout
-    monkeypatch.setenv("GITHUB_PATH", str(github_path))
-    made = install.make_venv(venv)
-    assert made == str(venv / "bin" / "python") and Path(made).exists()
-    assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
+    before = sorted(p.name for p in ROOT.iterdir())
+    proc = _cli(cwd=project, python=job_python, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"gemmguard: installing into {venv}, never into the machine's python" in proc.stdout
+    assert "gemmguard: install torch" not in proc.stdout  # the job's python has torch: the venv sees it
+    assert f"gemmguard: install pytest-gemmguard {VERSION}" in proc.stdout
     assert github_path.read_text() == f"{venv / 'bin'}\n"
+    assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
+    python = str(venv / "bin" / "python")
+    probe = "import gemmlib, torch, pytest_gemmguard as g; print(g.__file__)"
+    where = subprocess.run([python, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert where.stdout.strip().startswith(str(venv)), where.stdout  # the installed copy, not this checkout
+    for name in ("gemmlib", "pytest_gemmguard"):  # and nothing went into the job's python
+        assert subprocess.run([job_python, "-c", f"import {name}"], cwd=tmp_path, capture_output=True).returncode
+    assert sorted(p.name for p in ROOT.iterdir()) == before  # no build/ or *.egg-info left in the action's tree
+    # A second call in the same job finds the venv and has nothing to do.
+    again = _cli("--project=", cwd=project, python=job_python, env=env)
+    assert again.returncode == 0 and f"pytest-gemmguard {VERSION} is installed" in again.stdout, again.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--project", default="auto", help="auto (pip install -e . where there is a pyproject.toml or "
                    "setup.py), a shell command, or empty for nothing")  # fmt: skip
     p.add_argument("--extras", default="plots", help="gemmguard's extras")
+    runner_temp = os.environ.get("RUNNER_TEMP") or tempfile.gettempdir()
+    p.add_argument("--venv", default=os.path.join(runner_temp, "gemmguard-venv"),
+                   help="install into this venv, made if missing (empty: into this python)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the steps, install nothing")
     p = sub.add_parser("gate", help="tests, benchmarks, annotations, summary, comment part, outputs")
     p.add_argument("--title", default="gemmguard")
@@ -138,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if opts.command == "install":
             return install(source=Path(opts.source), torch=opts.torch, torch_index=opts.torch_index,
-                           project=opts.project, extras=opts.extras, dry_run=opts.dry_run)  # fmt: skip
+                           project=opts.project, extras=opts.extras, venv=Path(opts.venv) if opts.venv else None,
+                           dry_run=opts.dry_run)  # fmt: skip
         if opts.command == "gate":
             if opts.rounds < 1:
                 raise GemmUsageError(f"gemmguard: --rounds={opts.rounds}: must be >= 1")

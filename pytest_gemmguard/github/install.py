@@ -13,9 +13,9 @@ is installed. The order matters:
 3. gemmguard from the action's own source tree, unless that same version is already installed: the project may
    have pulled another release, and the action's inputs and the plugin's options must match.
 
-On a self-hosted runner (RUNNER_ENVIRONMENT=self-hosted) everything goes into a fresh venv under RUNNER_TEMP
-that sees the machine's packages (its CUDA torch) but never writes into them: a pull request's
-`pip install -e .` must not outlive its job in the runner's own Python.
+Everything goes into a venv under RUNNER_TEMP that sees the machine's packages (a GPU runner's CUDA torch) but
+never writes into them: on a self-hosted runner a pull request's `pip install -e .` must not outlive its job in
+the runner's own Python, and a hosted runner's system Python refuses pip (PEP 668).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -135,13 +136,22 @@ def _copy_source(source: Path, into: Path) -> Path:
 
 
 def make_venv(where: Path) -> str:
-    """A venv that sees the machine's packages (its torch) and installs into itself only."""
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(where)], check=True)
+    """A venv (made once per job: a second call finds it) that sees the packages of the python running this, its
+    torch among them, and installs into itself only. `--system-site-packages` covers a machine's own python;
+    where that python is itself a venv, its site directory is added too, with its .pth files run."""
+    python = where / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(where)], check=True)
+        if sys.prefix != sys.base_prefix:
+            parent = sysconfig.get_paths()["purelib"]
+            site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+            Path(site, "gemmguard-parent.pth").write_text(f"import site; site.addsitedir({parent!r})\n")
     github_path = os.environ.get("GITHUB_PATH")
     if github_path:  # the job's later steps find this python first
         with open(github_path, "a", encoding="utf-8") as fh:
             fh.write(f"{where / 'bin'}\n")
-    return str(where / "bin" / "python")
+    return str(python)
 
 
 def _run_step(step: Step, python: str, dry_run: bool) -> None:
@@ -161,17 +171,15 @@ def run(
     project: str = "auto",
     workspace: Path | None = None,
     extras: str = "plots",
-    isolate: bool | None = None,
+    venv: Path | None = None,
     dry_run: bool = False,
 ) -> int:
-    """Install what the gate needs, saying each step before it runs. Returns 0, or raises GemmUsageError."""
+    """Install what the gate needs into `venv` (None: into the python running this), saying each step before it
+    runs. Returns 0, or raises GemmUsageError."""
     workspace = workspace or Path.cwd()
-    if isolate is None:
-        isolate = os.environ.get("RUNNER_ENVIRONMENT") == "self-hosted"
     python = sys.executable
-    if isolate:
-        venv = Path(os.environ.get("RUNNER_TEMP") or tempfile.gettempdir()) / "gemmguard-venv"
-        print(f"gemmguard: self-hosted runner: installing into {venv}, never into the machine's python")
+    if venv is not None:
+        print(f"gemmguard: installing into {venv}, never into the machine's python", flush=True)
         if not dry_run:
             python = make_venv(venv)
     for step in plan(python=python, torch=torch, torch_index=torch_index, project=project, workspace=workspace,
