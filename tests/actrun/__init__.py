@@ -163,7 +163,11 @@ def run_act(
     work.mkdir(parents=True, exist_ok=True)
     event_file = work / "event.json"
     event_file.write_text(json.dumps(payload))
-    files = [repo / workflow, *sorted((repo / ".github" / "actions").glob("*/action.yml"))]
+    # The pins of the workflow, of the repository's own actions and of the actions `local` maps (the gemmguard
+    # action a user's workflow names uses upload-artifact): each is replaced by its stand-in.
+    tops = [repo, *(local or {}).values()]
+    actions = sorted(a for top in tops for a in (Path(top) / ".github" / "actions").glob("*/action.yml"))
+    files = [repo / workflow, *actions]
     artifacts = work / "artifacts"
     artifacts.mkdir(exist_ok=True)
     command = [
