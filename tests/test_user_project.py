@@ -40,19 +40,31 @@ def user_python(tmp_path_factory) -> Path:
     (wheel,) = wheels.glob("pytest_gemmguard-*.whl")
     python = venv / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True)
-    where = subprocess.run(
-        [str(python), "-c", "import pytest_gemmguard, os; print(os.path.dirname(pytest_gemmguard.__file__))"],
-        capture_output=True, text=True, check=True, cwd=tmp,
-    ).stdout.strip()  # fmt: skip
-    assert not where.startswith(str(ROOT)), where  # the wheel's copy, not this checkout
-    assert Path(where, "known", "known-failures.toml").is_file()  # the shipped database is package data
+    installed_package(python)
     return python
 
 
+def installed_package(python: Path) -> Path:
+    """The folder gemmguard imports from in the venv of `python`, checked to be an installed copy (not this
+    checkout) with what the package carries besides its logic: the shipped known failures, the own kernels."""
+    where = subprocess.run(
+        [str(python), "-c", "import pytest_gemmguard, os; print(os.path.dirname(pytest_gemmguard.__file__))"],
+        capture_output=True, text=True, check=True, cwd=python.parent,
+    ).stdout.strip()  # fmt: skip
+    assert not where.startswith(str(ROOT)), where  # the wheel's copy, not this checkout
+    assert Path(where, "known", "known-failures.toml").is_file()  # the shipped database is package data
+    assert Path(where, "kernels", "triton_gemm.py").is_file() and Path(where, "kernels", "cute_gemm.py").is_file()
+    return Path(where)
+
+
+def user_env() -> dict[str, str]:
+    """This environment less gemmguard's and pytest's variables: the test run's settings are not a user's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GEMMGUARD_", "PYTEST_"))}
+
+
 def run_user_project(python: Path, project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMMGUARD_", "PYTEST_"))}
     command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfExX", *args]
-    return subprocess.run(command, cwd=project, capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(command, cwd=project, capture_output=True, text=True, env=user_env(), timeout=900)
 
 
 # A test of the user's own beside README's: float32 weights sliced out of a fused buffer, the CPP template's bug.
