@@ -12,4 +12,5 @@ baseline.py                fingerprinted JSON baselines, written atomically
 budget.py                  budgets from pyproject.toml and @pytest.mark.gemm_budget
 pytest_benchmark_bridge.py results handed to pytest-benchmark's storage and compare
 report.py, export.py       terminal table; JSON, Markdown and PNG reports
+plots.py                   runtime.png and compile.png: ratios on log axes, coloured by verdict
 """

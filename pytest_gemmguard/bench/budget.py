@@ -118,6 +118,7 @@ def check(m, base: dict | None, budget: Budget) -> tuple[list[str], dict[str, An
             "n": [cmp.n_current, cmp.n_baseline],
             "regression": cmp.regression,
             "possible": cmp.possible_regression,
+            "threshold": budget.compile_regression,  # the compile plot draws it
         }
         if cmp.regression:
             broken.append(

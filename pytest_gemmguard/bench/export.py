@@ -2,8 +2,8 @@
 
 The JSON report holds every measurement in full (samples included) with the run's fingerprint; the
 Markdown summary is the table a CI job can append to its summary page; the plots show runtime and
-compile time per backend and case, with the baseline next to each bar when there is one. matplotlib is
-optional: without it `plots` says so and draws nothing.
+compile time per case as ratios on log axes with each case's verdict (plots.py). matplotlib is optional
+(the `plots` extra): without it `plots` says so and draws nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from ..files import os_error, rescue, write_atomic, write_text_atomic
+from ..files import os_error, rescue, write_text_atomic
 from ..gpus import short
 from .report import COUNTED, LEGEND, compile_change, noise, verdict_counts
 
@@ -137,53 +137,13 @@ def _write_summary(path: str, text: str) -> str:
 
 
 def plots(directory: str, results: list, baseline: Any = None) -> list[str] | str:
-    """runtime.png and compile.png under `directory`; the paths written, or why none were."""
+    """runtime.png and compile.png under `directory` (drawn by plots.py); the paths written, or why none were."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401  (only whether it is there: plots.py draws without pyplot)
     except ImportError:
         return "matplotlib is not installed (pip install 'pytest-gemmguard[plots]'): no plots drawn"
     if not results:
         return "nothing measured: no plots drawn"
-    os.makedirs(directory, exist_ok=True)
-    labels = [f"{m.backend}\n{m.case_id}" for m in results]
-    base = [(baseline.entry(m.key, m.gpu.get("name")) if baseline is not None else None) for m in results]
-    written = []
-    panels = (
-        (
-            "runtime.png",
-            "median runtime (ms)",
-            [m.median_s * 1e3 for m in results],
-            [b["median_s"] * 1e3 if b else None for b in base],
-            [(m.median_s - m.ci_low_s) * 1e3 for m in results],
-            [(m.ci_high_s - m.median_s) * 1e3 for m in results],
-        ),
-        (
-            "compile.png",
-            "compile time (s; cold when measured)",
-            [m.compile_for_budget()[0] or 0.0 for m in results],
-            [(b.get("cold_compile_s") or b.get("compile_s")) if b else None for b in base],
-            None,
-            None,
-        ),
-    )
-    for name, ylabel, now, then, err_lo, err_hi in panels:
-        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(results) + 2), 4.5))
-        xs = list(range(len(results)))
-        width = 0.4
-        yerr = [err_lo, err_hi] if err_lo is not None else None
-        ax.bar([x - width / 2 for x in xs], now, width, yerr=yerr, capsize=3, label="this run")
-        if any(t is not None for t in then):
-            ax.bar([x + width / 2 for x in xs], [t or 0.0 for t in then], width, label="baseline", alpha=0.7)
-        ax.set_xticks(xs)
-        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
-        ax.set_ylabel(ylabel)
-        ax.legend()
-        fig.tight_layout()
-        # savefig needs the format: the temporary file keeps the .png suffix (format given explicitly too).
-        out = write_atomic(os.path.join(directory, name), lambda tmp, fig=fig: fig.savefig(tmp, dpi=110, format="png"))
-        plt.close(fig)
-        written.append(out)
-    return written
+    from . import plots as drawing
+
+    return drawing.write(directory, results, baseline)
