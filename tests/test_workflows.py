@@ -104,7 +104,8 @@ def test_the_workflow_follows_the_hardening_rules():
         assert doc["permissions"] == {"contents": "read"}, path
         assert "pull_request_target" not in doc["on"], path
         group = doc["concurrency"]
-        assert group["cancel-in-progress"] is True, path
+        # A release is never cancelled halfway (a publish stopped between its two files); every other run is.
+        assert group["cancel-in-progress"] is (path.name != "release.yml"), path
         if "pull_request" in doc["on"]:  # one run per pull request
             assert "pull_request.number" in group["group"], path
         for name, job in doc["jobs"].items():
@@ -371,9 +372,12 @@ def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(
         event["repository"]["full_name"] = event["pull_request"]["base"]["repo"]["full_name"] = "someone/gemmlib"
         if not fork:
             event["pull_request"]["head"]["repo"]["full_name"] = "someone/gemmlib"
-        run = actrun.run_act(
-            repo, "pull_request", event, tmp / name, workflow=".github/workflows/gemm.yml", venv=venv, local=mapped
-        )
+        with fake_github.serve(existing=2) as (url, api):
+            run = actrun.run_act(
+                repo, "pull_request", event, tmp / name, workflow=".github/workflows/gemm.yml", venv=venv,
+                local=mapped, env={"GITHUB_API_URL": url}, secrets={"GITHUB_TOKEN": fake_github.TOKEN},
+            )  # fmt: skip
+            run.comments = [c["body"] for c in api.comments if c["body"].startswith("<!-- gemmguard-report -->")]
         assert not run.dryrun and "cpu" in run.jobs and "gemmguard" in run.jobs, run.tail()
         return run
 
@@ -393,15 +397,21 @@ def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(
     assert clean.jobs["gpu"].result == "failure" and _no_gpu_line(clean.jobs["gpu"])
     check = clean.jobs["gemmguard"]
     assert check.result == "failure" and "failure" in check.text, check.text[-2000:]
+    # comment: alert. The CPU job passed: no comment of its own; the GPU job's failure opened one.
+    assert "no comment: this job passed and there is none to update (comment: alert)" in cpu.text
+    (posted,) = clean.comments
+    assert "## gemmguard: gpu: **failed** before it could report" in posted and "cpu" not in posted.split("-->", 1)[1]
 
     # A fork's pull request: no GPU job at all, and the check is still red.
     fork = run_pr("fork", fork=True)
     assert fork.jobs["cpu"].result == "success" and "gpu" not in fork.jobs, fork.tail()
     assert fork.jobs["gemmguard"].result == "failure"
+    assert "a fork's pull request gets a read-only token: no comment" in fork.jobs["cpu"].text and not fork.comments
 
     (repo / "conftest.py").write_text(SLOWER_GEMMS)
     actrun.commit(repo, "a slower GEMM lowering")
-    slow = run_pr("slow").jobs["cpu"]
+    slow_run = run_pr("slow")
+    slow = slow_run.jobs["cpu"]
     assert slow.result == "failure", slow.text[-4000:]
     assert "gemmguard: verdict fail (cpu)" in slow.text
     prefix = "::error file=benchmarks/test_bench.py,line=5,title=gemmguard%3A aten mm-192x192x192-"
@@ -410,3 +420,5 @@ def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(
     assert "failed in 2 of 2 rounds" in annotation
     assert "| **regression** |" in slow.text and "### Benchmarks: head against the base " in slow.text
     assert "| aten | 1 | 0 |" in slow.text  # the correctness tests still pass: only the speed changed
+    (posted,) = slow_run.comments  # the CPU job's failure is in the comment, beside the GPU job's
+    assert "<!-- gemmguard-section cpu run=" in posted and "| **regression** |" in posted

@@ -1,4 +1,4 @@
-"""The command line, `python -m pytest_gemmguard.github {install,gate,report,comment,check-gpu,backends}`. A
+"""The command line, `python -m pytest_gemmguard.github {install,gate,report,comment,trend,check-gpu,backends}`. A
 misconfiguration or a run that could not be judged is one `::error` line and exit status 2."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from .install import CPU_INDEX
 from .install import run as install
 from .junit import read_junit
 from .summary import summary_markdown
+from .trend import add_arguments as trend_arguments
+from .trend import run as trend
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="alert: create the comment only when this job failed (one that exists is updated)")  # fmt: skip
     p.add_argument("--verdict", choices=("pass", "fail"), default="fail")
     p.add_argument("--head-repo", default="", help="the pull request's head repository (a fork cannot comment)")
+    trend_arguments(sub.add_parser("trend", help="keep the benchmark results of main in a history; report drift"))
     return parser
 
 
@@ -109,6 +112,10 @@ def _comment(opts: argparse.Namespace) -> int:
               "docs/gate.md)", title="gemmguard"))  # fmt: skip
         return 0
     token = os.environ.get("GITHUB_TOKEN", "")
+    if not token and opts.section:  # the action's step: a courtesy, never the job's verdict
+        print(workflow_command("warning", "gemmguard: no token (github-token is empty): no pull request comment",
+                               title="gemmguard: no comment"))  # fmt: skip
+        return 0
     if not token:
         raise GemmUsageError("gemmguard: GITHUB_TOKEN is not set: cannot post the pull request comment")
     if not opts.repo:
@@ -150,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return gate(opts)
         if opts.command == "report":
             return _report(opts)
+        if opts.command == "trend":
+            return trend(opts)
         return _comment(opts)
     except GemmguardError as exc:
         print(workflow_command("error", str(exc), title="gemmguard"))

@@ -47,6 +47,7 @@ class ActRun:
     jobs: dict[str, Job]
     log: str  # act's raw JSON log, for assertion messages
     dryrun: bool
+    comments: list[str] = dataclasses.field(default_factory=list)  # gemmguard's comments, where a test serves them
 
     def tail(self, n: int = 60) -> str:
         return "\n".join(self.log.splitlines()[-n:])
