@@ -223,7 +223,7 @@ def compile_chart(results: Sequence[Any], baseline: Any = None) -> Chart:
     return Chart(title, panels, rows, notes if any(r.verdict == "inconclusive" for r in rows) else [], meaning)
 
 
-def _ticks(lo: float, hi: float) -> list[float]:
+def log_ticks(lo: float, hi: float) -> list[float]:
     """Round tick values between `lo` and `hi` on a log axis: the sparsest set that gives at least four
     (matplotlib's own log locator gives one tick, at 1, for a range like 0.9..1.3)."""
     levels = ((1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.1, 1.2, 1.3, 1.5, 1.7, 2, 2.5, 3, 4, 5, 6, 7, 8, 9))
@@ -315,7 +315,7 @@ def figure(chart: Chart) -> Any:
             ax.plot([v for v, _ in based], [y for _, y in based], "D", mfc="none", mec="#555555", ms=5,
                     label="baseline", zorder=2)  # fmt: skip
         ax.set_xlim(lo, hi)
-        ax.xaxis.set_major_locator(FixedLocator(_ticks(lo, hi)))
+        ax.xaxis.set_major_locator(FixedLocator(log_ticks(lo, hi)))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _, u=panel.unit: f"{v:g} s" if u == "s" else f"{v:g}×"))
         ax.tick_params(axis="x", labelsize=7.5)
