@@ -93,6 +93,7 @@ def check(m, base: dict | None, budget: Budget) -> tuple[list[str], dict[str, An
             "detect": v.detect if v.detect != float("inf") else None,
             "noise": [v.noise_now, v.noise_base],
             "threshold": v.threshold,
+            "alpha": v.alpha,  # the CI gate judges the absolute times over its rounds at the same level
             "describe": v.describe(),
         }
         if v.regression:

@@ -22,6 +22,13 @@ unbiased; the measured rates on a loaded CPU and the H200 are in BENCHMARKS.md.
 
 `noise_target` is the noise a run aims for while it samples: with a baseline as quiet as itself the
 comparison is conclusive.
+
+The ratio cannot see a slowdown of the measured thing that slows its reference as much: a user's function
+that sleeps, or does more work, is slower compiled and eager alike. `judge_absolute_rounds` judges the
+compiled time itself over the CI gate's interleaved base/head rounds, by the same rule, with each run's noise
+at least the spread of its side's medians between runs (a machine that drifts between runs moves absolute
+times, which pairing cannot cancel), judged with Student's t since that spread comes from a few runs. One
+round has no such spread to go by, so it judges nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .stats import _norm_ppf, _norm_sf, summarize
+from .stats import _norm_ppf, _norm_sf, summarize, t_ppf
 
 Z95 = _norm_ppf(0.975)  # the intervals are 95% ones: noise / Z95 is a standard error
 
@@ -180,6 +187,45 @@ def judge(now: Estimate, base: Estimate, threshold: float, alpha: float = 0.01) 
         normalised=now.paired and base.paired,
         legacy_base=base.legacy,
     )
+
+
+def between_runs(sides: Sequence[Sequence[float]]) -> tuple[float, int] | None:
+    """How much one quantity moves from run to run: the pooled sample standard deviation of ln(value) over the
+    runs of each side, each side about its own mean (so a real change between the sides is not spread), and its
+    degrees of freedom. None when no side has two runs."""
+    squares, dof = 0.0, 0
+    for values in sides:
+        logs = [math.log(v) for v in values if v > 0]
+        if len(logs) < 2:
+            continue
+        mean = sum(logs) / len(logs)
+        squares += sum((x - mean) ** 2 for x in logs)
+        dof += len(logs) - 1
+    return (math.sqrt(squares / dof), dof) if dof else None
+
+
+def judge_absolute_rounds(
+    now: Sequence[Estimate], base: Sequence[Estimate], threshold: float, alpha: float = 0.01
+) -> list[RuntimeVerdict] | None:
+    """One absolute verdict per round, now[i] against base[i] (measured one after the other), on the compiled
+    time itself. Each run's noise is at least the between-run spread of its side's medians (as a 95%
+    half-width), and, since that spread is estimated from a few runs, is scaled by t/z: Student's t quantile
+    at its degrees of freedom over the normal one, so that the normal rule at `alpha` is Student's (two rounds:
+    2 degrees of freedom, a slowdown must stand 7 spreads out, not 2.3). None with fewer than two rounds: then
+    a slower function and a slower machine look alike. A/A false alarms and power: tests/test_bench_verdict.py."""
+    if len(now) != len(base) or len(now) < 2:
+        return None
+    spread = between_runs([[e.value for e in now], [e.value for e in base]])
+    if spread is None:
+        return None
+    drift, dof = spread
+    scale = t_ppf(1 - alpha, dof) / z_alpha(alpha)
+    floor = Z95 * drift
+    noise = [(scale * max(n.noise, floor), scale * max(b.noise, floor)) for n, b in zip(now, base, strict=True)]
+    return [
+        RuntimeVerdict(n.value / b.value, threshold, alpha, a, c, normalised=False)
+        for (n, b), (a, c) in zip(zip(now, base, strict=True), noise, strict=True)
+    ]
 
 
 def judge_entries(now: Mapping[str, Any], base: Mapping[str, Any], threshold: float, alpha: float = 0.01):
