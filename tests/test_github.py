@@ -393,6 +393,23 @@ def test_an_inconclusive_benchmark_has_its_own_column_and_fails_the_gate_unless_
     assert mixed.verdict == "ok"
 
 
+def test_round_counts_count_only_the_rounds_that_measured_the_case():
+    """Seen in the issue: "inconclusive in 2 of 2 rounds" where one round measured the case. A head round that
+    measured nothing (its report has no such case) neither counts as inconclusive nor as a failure."""
+    nothing = {"format": "gemmguard-report", "inconclusive": "fail", "measurements": []}
+    (row,) = github.judge_rounds([_report("inconclusive"), nothing])
+    assert row.statuses == ["inconclusive", "missing"] and row.verdict == "inconclusive"
+    (note,) = github.annotations([], {"rows": [vars(row)]})
+    assert "%0Ainconclusive in 1 of 1 round that measured it (1 of 2 did not)" in note, note
+    # A failure in the only round that measured it is a failure in every round that did.
+    (row,) = github.judge_rounds([nothing, _report("failed")])
+    assert row.verdict == "failed" and not github.passed([], {"rows": [vars(row)]})
+    (note,) = github.annotations([], {"rows": [vars(row)]})
+    assert note.startswith("::error ") and "failed in 1 of 1 round that measured it (1 of 2 did not)" in note
+    (row,) = github.judge_rounds([_report("failed"), _report("failed")])
+    assert "failed in 2 of 2 rounds" in github.annotations([], {"rows": [vars(row)]})[0]
+
+
 # ---------------------------------------------------------------- failures judged on the change
 
 # torch's real CPP offset-weight bug stands for an upstream bug nobody in a pull request can act on (the shipped

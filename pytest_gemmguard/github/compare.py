@@ -1,14 +1,20 @@
-"""The benchmark verdict over base/head rounds: one row per measured case, which fails the gate only when its
-measurement failed in every round, or (under --gemm-inconclusive=fail, the default) when no round could tell:
-every compared round inconclusive. Inconclusive is its own verdict, never counted as a regression."""
+"""The benchmark verdict over base/head rounds: one row per case, which fails the gate when its measurement
+failed in every round that measured it, when its compiled time itself regressed in every round (a slowdown
+of the measured function that slows eager as much, which the ratio to eager cannot see), when the base measured
+it and the head's same test did not (coverage lost), or (under --gemm-inconclusive=fail, the default) when no
+round could tell: every compared round inconclusive. Inconclusive is its own verdict, never a regression."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from ..bench.verdict import Estimate, judge_absolute_rounds
 from ..errors import GemmguardError
+from .junit import TestResult
+
+LOST, GONE = "coverage lost", "not on head"  # a case the base measured and the head did not: fails / warns
 
 
 @dataclasses.dataclass
@@ -22,11 +28,24 @@ class BenchRow:
     head_ms: float | None
     base_ms: float | None
     broken: list[str]
-    verdict: str  # failed | unstable | ok | inconclusive | no baseline
+    verdict: str  # failed | unstable | ok | inconclusive | no baseline | coverage lost | not on head
+    times: list[float | None] = dataclasses.field(default_factory=list)  # compiled time head/base - 1, per round
+    eager: list[float | None] = dataclasses.field(default_factory=list)  # the reference's time head/base - 1
 
     @property
     def failed(self) -> bool:
-        return self.verdict == "failed"
+        return self.verdict in ("failed", LOST)
+
+    @property
+    def measured(self) -> int:
+        """How many rounds measured this case on the head."""
+        return sum(s != "missing" for s in self.statuses)
+
+    def rounds(self, status: str) -> str:
+        """'failed in 2 of 2 rounds', counting only the rounds that measured the case."""
+        told = f"{status} in {self.statuses.count(status)} of {self.measured} round{'s' * (self.measured != 1)}"
+        missing = len(self.statuses) - self.measured
+        return told + (f" that measured it ({missing} of {len(self.statuses)} did not)" if missing else "")
 
 
 def read_report(path: str) -> dict | None:
@@ -47,13 +66,14 @@ def _case_id(m: dict) -> str:
 
 
 def _verdict(statuses: Sequence[str]) -> str:
-    if statuses and all(s == "failed" for s in statuses):
+    measured = [s for s in statuses if s != "missing"]  # a round that did not measure the case says nothing
+    if measured and all(s == "failed" for s in measured):
         return "failed"
-    if "failed" in statuses:
+    if "failed" in measured:
         return "unstable"
-    if any(s == "ok" for s in statuses):
+    if any(s == "ok" for s in measured):
         return "ok"  # a round that could have seen the threshold and did not
-    if "inconclusive" in statuses:
+    if "inconclusive" in measured:
         return "inconclusive"
     return "no baseline"
 
@@ -64,11 +84,89 @@ def inconclusive_policy(head_reports: Sequence[dict | None]) -> str:
     return "warn" if said == {"warn"} else "fail"
 
 
-def judge_rounds(head_reports: Sequence[dict | None], base_entries: Sequence[dict] = ()) -> list[BenchRow]:
-    """One row per measured case over the rounds' head reports (gemmguard-report JSON). A case fails the gate
-    only when its measurement failed in every round: each round is the plugin's own verdict (threshold and
-    one-sided Mann-Whitney against that round's base), and base and head were measured alternately, so
-    drift of the machine cannot fail every round of one side."""
+def _estimate(entry: Mapping) -> Estimate | None:
+    """The absolute estimate of a measurement or baseline entry: its median seconds and their 95% interval."""
+    try:
+        value, low, high = float(entry["median_s"]), float(entry["ci_low_s"]), float(entry["ci_high_s"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return Estimate(value, low, high, int(entry.get("n") or 0), paired=False) if value > 0 else None
+
+
+def _change(now: float | None, then: float | None) -> float | None:
+    return now / then - 1 if now and then else None
+
+
+def _absolute(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]) -> str:
+    """Judge the compiled time itself over the rounds where both sides measured the case (`pairs`: the head's
+    measurement and the base's entry, per round), mark the rounds it regressed in as failed, and return the
+    line that says so ('' when no round regressed)."""
+    row.times = [_change(p[0].get("median_s"), p[1].get("median_s")) if p else None for p in pairs]
+    row.eager = [_change(p[0].get("ref_median_s"), p[1].get("ref_median_s")) if p else None for p in pairs]
+    both = [(r, *p) for r, p in enumerate(pairs) if p]
+    runtime = [(h.get("compared") or {}).get("runtime") or {} for _, h, _ in both]
+    estimates = [(_estimate(h), _estimate(b)) for _, h, b in both]
+    if not both or any(rt.get("threshold") is None for rt in runtime) or any(None in e for e in estimates):
+        return ""  # no comparison against the base in some round: nothing to judge the threshold by
+    threshold, alpha = runtime[0]["threshold"], runtime[0].get("alpha", 0.01)
+    verdicts = judge_absolute_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha)
+    if verdicts is None or not any(v.regression for v in verdicts):
+        return ""  # (None: one round, where a slower function and a slower machine look alike)
+    for (r, _, _), v in zip(both, verdicts, strict=True):
+        if v.regression:
+            row.statuses[r] = "failed"
+    changes = ", ".join(f"{(v.ratio - 1) * 100:+.0f}%" for v in verdicts)
+    eager = [row.eager[r] for r, _, _ in both]
+    eager_said = ", ".join("–" if e is None else f"{e * 100:+.0f}%" for e in eager)
+    if not all(v.regression for v in verdicts) or len(verdicts) != row.measured:
+        return f"compiled time slower in some rounds only: {changes} (threshold +{threshold * 100:g}%)"
+    heads, bases = [h["median_s"] for _, h, _ in both], [b["median_s"] for _, _, b in both]
+    who = ("the function itself is slower, eager too" if all(e is not None and e > threshold for e in eager)
+           else "the compiled code is slower")  # fmt: skip
+    return (
+        f"runtime regression in absolute time: {_span(bases)} on the base, {_span(heads)} on the head, "
+        f"{changes} in its {len(verdicts)} rounds (threshold +{threshold * 100:g}%; eager {eager_said}): {who}"
+    )
+
+
+def _span(seconds: Sequence[float]) -> str:
+    """'0.82 ms', or '0.81..0.84 ms' over rounds that differ."""
+    low, high = f"{min(seconds) * 1e3:.3g}", f"{max(seconds) * 1e3:.3g}"
+    return f"{low} ms" if low == high else f"{low}..{high} ms"
+
+
+def _missing(key: str, entry: dict, rounds: int, base_ms: float | None, heads: Mapping[str, TestResult] | None,
+             measured_tests: set[str]) -> BenchRow:  # fmt: skip
+    """The row of a case the base measured and no head round did. Lost coverage (the head's same test ran and
+    measured nothing: it became unsupported, was skipped or failed) fails; a test the head no longer has, or one
+    that measures other cases now, is a change of the benchmark itself, visible in the diff: a warning."""
+    test = entry.get("test", "")
+    ran = heads.get(test) if heads is not None else None
+    if heads is not None and ran is None:
+        verdict, why = GONE, "the head has no such test (removed or renamed): not compared"
+    elif test in measured_tests:
+        verdict, why = GONE, "the head's test measures other cases now: not compared"
+    elif ran is None:
+        verdict, why = LOST, "coverage lost"
+    else:
+        verdict = LOST
+        why = f"the head's test ended {ran.outcome}{f' ({ran.title})' if ran.title else ''}: coverage lost"
+    return BenchRow(key, test, entry.get("backend", ""), _case_id(entry), ["missing"] * rounds, [None] * rounds,
+                    None, base_ms, [f"measured on the base, not on the head: {why}"], verdict)  # fmt: skip
+
+
+def judge_rounds(
+    head_reports: Sequence[dict | None],
+    base_entries: Sequence[dict] = (),
+    head_tests: Sequence[TestResult] | None = None,
+) -> list[BenchRow]:
+    """One row per case over the rounds' head reports (gemmguard-report JSON) and the base's baseline entries
+    of the same rounds (base-commit mode; empty otherwise). Each round's status is the plugin's own verdict on
+    the ratio to eager (threshold and significance against that round's base), made a failure where the
+    compiled time itself regressed (bench.verdict.judge_absolute_rounds); a case fails only when every round
+    that measured it failed: base and head were measured alternately, so drift of the machine cannot fail
+    every round of one side. `head_tests` (the head's JUnit results) tell a case whose test ran on the head
+    but measured nothing (coverage lost) from one whose test is gone."""
     keys: dict[str, dict] = {}
     per_round: list[dict[str, dict]] = []
     for report in head_reports:
@@ -78,10 +176,12 @@ def judge_rounds(head_reports: Sequence[dict | None], base_entries: Sequence[dic
             keys.setdefault(key, m)
     rows = []
     for key, first in keys.items():
-        statuses, changes, broken = [], [], []
+        statuses, changes, broken, pairs = [], [], [], []
         last = None
-        for found in per_round:
+        for r, found in enumerate(per_round):
             m = found.get(key)
+            base = base_entries[r].get(key) if r < len(base_entries) else None
+            pairs.append((m, base) if m is not None and base else None)
             if m is None:
                 statuses.append("missing")
                 changes.append(None)
@@ -91,20 +191,26 @@ def judge_rounds(head_reports: Sequence[dict | None], base_entries: Sequence[dic
             runtime = (m.get("compared") or {}).get("runtime")
             changes.append(runtime["ratio"] - 1 if runtime and runtime.get("ratio") is not None else None)
             broken = m.get("broken") or broken
-        base = [e[key]["median_s"] for e in base_entries if key in e and e[key].get("median_s")]
         m = last or first
-        rows.append(
-            BenchRow(
-                key=key,
-                test=m.get("test", ""),
-                backend=m.get("backend", ""),
-                case=_case_id(m),
-                statuses=statuses,
-                changes=changes,
-                head_ms=m["median_s"] * 1e3 if m.get("median_s") else None,
-                base_ms=(sorted(base)[len(base) // 2] * 1e3) if base else None,
-                broken=list(broken),
-                verdict=_verdict(statuses),
-            )
-        )
+        row = BenchRow(key, m.get("test", ""), m.get("backend", ""), _case_id(m), statuses, changes,
+                       m["median_s"] * 1e3 if m.get("median_s") else None, _base_ms(key, base_entries),
+                       list(broken), "")  # fmt: skip
+        absolute = _absolute(row, pairs)
+        row.broken += [absolute] if absolute else []
+        row.verdict = _verdict(row.statuses)
+        rows.append(row)
+    heads = {t.nodeid: t for t in head_tests} if head_tests is not None else None
+    measured_tests = {r.test for r in rows}
+    seen: dict[str, dict] = {}
+    for entries in base_entries:
+        for key, entry in entries.items():
+            if key not in keys:
+                seen.setdefault(key, entry)
+    for key, entry in seen.items():
+        rows.append(_missing(key, entry, len(head_reports), _base_ms(key, base_entries), heads, measured_tests))
     return rows
+
+
+def _base_ms(key: str, base_entries: Sequence[dict]) -> float | None:
+    base = sorted(e[key]["median_s"] for e in base_entries if key in e and e[key].get("median_s"))
+    return base[len(base) // 2] * 1e3 if base else None

@@ -12,8 +12,9 @@ from ..errors import GemmUsageError
 from ..files import write_text_atomic
 from .annotate import annotations
 from .commands import append_summary, set_outputs, workflow_command
+from .compare import GONE, LOST
 from .junit import TestResult, read_junit
-from .rounds import base_tree, bench_gate, remove_tree, run_pytest, tree_env
+from .rounds import base_tree, bench_gate, no_base, remove_tree, run_pytest, tree_env
 from .summary import passed, summary_markdown
 
 
@@ -47,6 +48,9 @@ def _base_verdicts(opts: argparse.Namespace, root: str, out: str) -> tuple[list[
     record = os.path.join(out, "base-verdicts.json")
     if os.path.exists(record):
         os.unlink(record)
+    missing = no_base(opts.base_ref)
+    if missing:
+        return own, f"{missing}: every failure is judged as new"
     tree, sha = base_tree(root, opts.base_ref)
     try:
         base_out = os.path.join(out, "base")
@@ -116,7 +120,7 @@ def gate(opts: argparse.Namespace) -> int:
             bench_results = read_junit(head_junit, root)
         # A benchmark test that failed without a measurement (its oracle check failed, or it raised) is a
         # plain failure; one with a measurement is judged over the rounds, by its row.
-        measured = {r["test"] for r in bench["rows"]}
+        measured = {r["test"] for r in bench["rows"] if r["verdict"] not in (LOST, GONE)}
         results += [r for r in bench_results if r.outcome in ("failed", "error") and r.nodeid not in measured]
     if failed_run:
         print(workflow_command("error", failed_run, title="gemmguard: run failed"))

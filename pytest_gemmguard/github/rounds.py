@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from ..errors import GemmguardError, GemmUsageError
 from ..files import write_text_atomic
 from .compare import inconclusive_policy, judge_rounds, read_report
+from .junit import read_junit
 
 USAGE = (2, 3, 4)  # interrupted, internal error, usage error: the run itself did not happen as asked
 
@@ -57,6 +58,17 @@ def tree_env(tree: str) -> dict[str, str]:
     paths = [tree] + ([os.path.join(tree, "src")] if os.path.isdir(os.path.join(tree, "src")) else [])
     env["PYTHONPATH"] = os.pathsep.join([*paths, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     return env
+
+
+def no_base(base_ref: str) -> str:
+    """Why there is no base commit to compare with, or '' when `base_ref` names one. GitHub gives no base to a
+    workflow_dispatch run (the action's base-ref is empty) and an all-zero `before` to a branch's first push."""
+    ref = (base_ref or "").strip()
+    if not ref:
+        return "no base commit given (base-ref is empty, as on a workflow_dispatch run)"
+    if set(ref) == {"0"}:
+        return "no base commit: base-ref is all zeros, GitHub's `before` on a branch's first push"
+    return ""
 
 
 def base_tree(root: str, base_ref: str) -> tuple[str, str]:
@@ -110,8 +122,16 @@ class _Runs:
         env["GEMMGUARD_KERNEL_CACHE"] = os.path.join(self.caches, side)
         return env
 
+    def repro(self, side: str) -> list[str]:
+        """Where a benchmark's failed check writes its repro script: inside the report directory, which the
+        action uploads (the run's working directory is not; the base's worktree is deleted). First, so that
+        a --gemm-repro-dir in the user's bench-args wins."""
+        return [f"--gemm-repro-dir={os.path.join(self.bench_dir, 'repro', side)}"]
+
     def head(self, round_no: int, against: str | None, last: bool) -> None:
         report = os.path.join(self.bench_dir, f"head-{round_no}.json")
+        if os.path.exists(report):
+            os.unlink(report)  # an earlier gate's, in a reused report directory: never read as this round's
         extra = [f"--gemm-report-json={report}", f"--junitxml={os.path.join(self.bench_dir, 'junit-head.xml')}"]
         if against:
             extra.append(f"--gemm-baseline={against}")
@@ -121,9 +141,8 @@ class _Runs:
             extra.append(f"--gemm-plots={self.plots}")
         elif last:  # a gate must not fail for a picture: the verdict never needs one
             self.notes.append("no plots: matplotlib is not installed (pip install 'pytest-gemmguard[plots]')")
-        rc, said = run_pytest(
-            [*self.common, *extra], self.root, self.env("head"), label=f"benchmarks, head, round {round_no}"
-        )
+        label = f"benchmarks, head, round {round_no}"
+        rc, said = run_pytest([*self.repro("head"), *self.common, *extra], self.root, self.env("head"), label)
         if rc in USAGE:
             self.error = f"gemmguard: the head's benchmark run ended with exit status {rc} (round {round_no}): " + (
                 said or "see its log"
@@ -139,7 +158,7 @@ class _Runs:
                 saved = os.path.join(self.bench_dir, f"base-{r}.json")
                 if os.path.exists(saved):
                     os.unlink(saved)  # a stale file would be updated, not replaced
-                save = [*self.common, f"--gemm-save-baseline={saved}"]
+                save = [*self.repro("base"), *self.common, f"--gemm-save-baseline={saved}"]
                 rc, _ = run_pytest(save, tree, self.env("base", tree_env(tree)), f"benchmarks, base, round {r}")
                 doc = read_report(saved)
                 if doc is None and rc not in (0, 5):
@@ -158,6 +177,9 @@ class _Runs:
                     break
         finally:
             remove_tree(self.root, tree)
+        if rounds == 1:
+            self.notes.append("one round: the compiled time itself is not judged (in one round a slower function and "
+                              "a slower machine look alike); rounds >= 2 judge it")  # fmt: skip
         return f"head against the base {sha[:12]}, measured here, {rounds} interleaved rounds"
 
 
@@ -174,16 +196,26 @@ def bench_gate(
 ) -> dict:
     """Measure the head's benchmarks and judge them; returns the verdict document (also written to
     OUT/bench/verdict.json). `baseline`: 'base-commit' (the base measured here, base and head alternately,
-    `rounds` times each), 'none' (budgets only) or the path of a stored baseline file. `require_baseline`
-    passes --gemm-require-baseline: a baseline that is missing (a base that measured nothing, no stored file)
-    ends the run as an error instead of a note."""
+    `rounds` times each), 'none' (budgets only) or the path of a stored baseline file. base-commit without a
+    base (`no_base`: a workflow_dispatch run, a branch's first push) measures the head on its budgets only and
+    says so. `require_baseline` passes --gemm-require-baseline: a baseline that is missing (a base that
+    measured nothing, no stored file, no base commit) ends the run as an error instead of a note."""
     if require_baseline and baseline in ("none", ""):
         raise GemmUsageError("gemmguard: --require-baseline needs a baseline: base-commit or a baseline file, not none")
     bench_dir = os.path.join(out, "bench")
     os.makedirs(bench_dir, exist_ok=True)
+    junit = os.path.join(bench_dir, "junit-head.xml")
+    if os.path.exists(junit):
+        os.unlink(junit)  # the head's test list decides what a case missing on the head means: this run's only
     common = [*tests, "--gemm-bench-only", f"--gemm-backends={backends}", "-p", "no:cacheprovider", *args]
     runs = _Runs(root, list(tests), bench_dir, os.path.join(out, "plots"), common, require_baseline)
-    if baseline == "base-commit":
+    missing = no_base(base_ref) if baseline == "base-commit" else ""
+    if missing:
+        against = f"{missing}: benchmarks judged on their budgets only"
+        runs.head(1, None, True)
+        if require_baseline and not runs.error:
+            runs.error = f"gemmguard: {missing}, and --require-baseline is set"
+    elif baseline == "base-commit":
         runs.caches = tempfile.mkdtemp(prefix="gemmguard-kernels-")  # not under out: reports are uploaded
         try:
             against = runs.base_commit(base_ref, rounds)
@@ -197,7 +229,8 @@ def bench_gate(
             runs.notes.append(f"no baseline file at {baseline}: regressions not checked")
         against = f"head against the stored baseline {baseline}"
         runs.head(1, baseline, True)
-    rows = judge_rounds(runs.heads, runs.bases)
+    head_tests = read_junit(junit, root) if os.path.exists(junit) else None
+    rows = judge_rounds(runs.heads, runs.bases, head_tests)
     verdict = {
         "format": "gemmguard-gate-bench",
         "version": 1,

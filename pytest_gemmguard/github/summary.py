@@ -6,20 +6,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from .compare import BenchRow
+from .compare import GONE, LOST, BenchRow
 from .junit import TestResult
 
 _COLUMNS = ("passed", "failed", "unsupported", "unavailable", "skipped", "xfailed")
 
 
 def passed(results: Sequence[TestResult], bench: dict | None, run_error: str = "") -> bool:
-    """The verdict: no test failed, no benchmark failed in every round, none was inconclusive in every round
-    (unless the run said --gemm-inconclusive=warn), and every run happened as asked."""
+    """The verdict: no test failed, no benchmark failed in every round, none the base measured went unmeasured
+    on the head (coverage lost), none was inconclusive in every round (unless the run said
+    --gemm-inconclusive=warn), and every run happened as asked."""
     if run_error or any(r.outcome in ("failed", "error") for r in results):
         return False
     if not bench:
         return True
-    failing = {"failed"} | ({"inconclusive"} if bench.get("inconclusive", "fail") == "fail" else set())
+    failing = {"failed", LOST} | ({"inconclusive"} if bench.get("inconclusive", "fail") == "fail" else set())
     return not (bench.get("error") or any(r.get("verdict") in failing for r in bench.get("rows", [])))
 
 
@@ -51,21 +52,32 @@ def _label(row: BenchRow) -> str:
         return "failed in some rounds only (not failed)"
     if row.verdict == "inconclusive":
         return "**inconclusive** (too noisy to tell; not a regression)"
+    if row.verdict == LOST:
+        return "**coverage lost** (measured on the base, not on the head)"
+    if row.verdict == GONE:
+        return "not on the head (the benchmark changed; not failed)"
     return row.verdict
 
 
-_BENCH_COLUMNS = ("ok", "failed", "unstable", "inconclusive", "no baseline")
+_BENCH_COLUMNS = ("ok", "failed", "unstable", "inconclusive", "no baseline", LOST, GONE)
+_LOUD = ("failed", "inconclusive", LOST)
 
 
 def _bench_counts(rows: Sequence[BenchRow]) -> list[str]:
-    """Benchmarks per backend and verdict: inconclusive has its own column, apart from passes and failures."""
+    """Benchmarks per backend and verdict: inconclusive has its own column, apart from passes and failures;
+    the columns of cases missing on the head only when there are some."""
     counts: Counter = Counter((r.backend, r.verdict) for r in rows)
-    lines = ["| backend | " + " | ".join(_BENCH_COLUMNS) + " |", "|---|" + "---:|" * len(_BENCH_COLUMNS)]
+    shown = [c for c in _BENCH_COLUMNS if c not in (LOST, GONE) or any(r.verdict == c for r in rows)]
+    lines = ["| backend | " + " | ".join(shown) + " |", "|---|" + "---:|" * len(shown)]
     for b in sorted({r.backend for r in rows}):
-        cells = [f"**{counts[(b, c)]}**" if c in ("failed", "inconclusive") and counts[(b, c)] else str(counts[(b, c)])
-                 for c in _BENCH_COLUMNS]  # fmt: skip
+        cells = [f"**{counts[(b, c)]}**" if c in _LOUD and counts[(b, c)] else str(counts[(b, c)])
+                 for c in shown]  # fmt: skip
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _per_round(changes: Sequence[float | None]) -> str:
+    return ", ".join("–" if c is None else f"{c * 100:+.1f}%" for c in changes) or "–"
 
 
 def _bench_table(verdict: dict) -> list[str]:
@@ -74,16 +86,17 @@ def _bench_table(verdict: dict) -> list[str]:
     if rows:
         lines += [*_bench_counts(rows), ""]
         lines += [
-            "| backend | case | base ms | head ms | change vs base, per round | verdict |",
-            "|---|---|---:|---:|---|---|",
+            "| backend | case | base ms | head ms | vs base, ratio to eager, per round | time vs base, per round "
+            "| verdict |",
+            "|---|---|---:|---:|---|---|---|",
         ]
         for r in rows:
-            change = ", ".join("–" if c is None else f"{c * 100:+.1f}%" for c in r.changes)
+            change, times = _per_round(r.changes), _per_round(r.times)
             base, head = _fmt(r.base_ms, ".4g"), _fmt(r.head_ms, ".4g")
-            lines.append(f"| {r.backend} | `{r.case}` | {base} | {head} | {change} | {_label(r)} |")
-        failed = [r for r in rows if r.failed]
-        if failed:
-            lines += ["", *[f"- {r.backend} `{r.case}`: {b}" for r in failed for b in r.broken]]
+            lines.append(f"| {r.backend} | `{r.case}` | {base} | {head} | {change} | {times} | {_label(r)} |")
+        told = [r for r in rows if r.failed or r.verdict == GONE]
+        if told:
+            lines += ["", *[f"- {r.backend} `{r.case}`: {b}" for r in told for b in r.broken]]
         unclear = [r for r in rows if r.verdict == "inconclusive"]
         if unclear:
             warn = verdict.get("inconclusive", "fail") == "warn"
