@@ -137,7 +137,8 @@ def _pip_extra_index() -> str:
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "config", "get", "global.extra-index-url"], capture_output=True, text=True
     )
-    return proc.stdout.strip() if proc.returncode == 0 else ""
+    urls = proc.stdout.split() if proc.returncode == 0 else []
+    return urls[0] if urls else ""  # one index: the CPU job installs torch from it alone
 
 
 def run_act(
