@@ -4,7 +4,7 @@ Inductor's compile threads, and which queued case a free worker takes next (the 
 Workers take the cases in the test's order, with two exceptions. A kind of case (backend and dtype) seen to
 compile slowly starts early, as soon as waiting for its turn would leave the test waiting for it: on the
 H200 a large float32 Triton max-autotune compile took 30-118 s in its worker where bfloat16 ones took 1-26 s
-(BENCHMARKS.md), and started in its turn the one slow case had the test wait while the other workers ran
+(torch 2.11, 2026-12-03), and started in its turn the one slow case had the test wait while the other workers ran
 ahead on cases needed minutes later. And no case is compiled in two workers at once: a case queued again with the test's
 own function while a worker compiles its bare GEMM waits for that compile, then finds its autotuning and
 kernels in the session's caches. A case the test process waits for now goes next, unless it waits so.
@@ -32,7 +32,7 @@ def worker_env(workers: int, cpu_count: int | None = None, base: dict | None = N
     core share for Inductor's compile pool, sized to the machine otherwise (14 processes on 16 cores: up to
     224). A worker spends most of its time in single-threaded Python (lowering, codegen), so on a machine the
     workers fill each gets one: on the H200, 14 workers of 1 compile thread checked the triton user file in
-    121.5 s where 14 of 2 took 157.8 s (BENCHMARKS.md)."""
+    121.5 s where 14 of 2 took 157.8 s (docs/validation/speed.md)."""
     env = {**(os.environ if base is None else base), "PYTHONPATH": os.pathsep.join(p for p in path or sys.path if p)}
     cores = cpu_count if cpu_count is not None else usable_cores()
     if "TORCHINDUCTOR_COMPILE_THREADS" not in env:  # the user's count stands for every case; ours may grow
@@ -51,7 +51,7 @@ def job_threads(share: int, builds: int, cores: int | None = None, memory: int |
     (Backend.parallel_builds): its `share` of the cores, raised to `builds` so they run side by side, within
     the cores and, above the share, one build per WORKER_MEMORY of available memory (`memory`: bytes, None
     for unknown, -1: read it now). A thread waiting on nvcc costs no core; its nvcc does, and the workers'
-    Python keeps about half the H200's cores busy (BENCHMARKS.md)."""
+    Python keeps about half the H200's cores busy (9.2 of 16 in README's main job at 14 workers, 2026-12-04)."""
     if builds <= share:
         return share
     cores = cores if cores is not None else usable_cores()
@@ -64,7 +64,7 @@ def job_threads(share: int, builds: int, cores: int | None = None, memory: int |
 # Memory a worker may hold at its peak: torch, a CUDA context, Inductor's compile pool, an nvcc or g++ build.
 # On the H200 the busiest sample of 14 workers and the test process held 28.1 GiB (the triton user file) and
 # 32.1 GiB (the README main job, cutlass and cpp included): at most 2.2 GiB a process; and 14.6 GiB of GPU
-# memory in the main job: 1.0 GiB a process (BENCHMARKS.md).
+# memory in the main job: 1.0 GiB a process (2026-12-04).
 WORKER_MEMORY = 3 << 30
 WORKER_GPU_MEMORY = 3 << 29  # 1.5 GiB
 
@@ -89,9 +89,9 @@ def auto_workers(cpu_count: int | None = None, xdist_workers: int | None = None,
     (`gpu_memory`) at WORKER_GPU_MEMORY each, keeping one share for the test process; none below 4 cores,
     where the test process keeps them busy. A worker is mostly single-threaded Python: on the H200's 16 cores
     7 workers kept 7-9 cores busy through the README main job, and 14 checked the triton user file in 121.5 s
-    where 7 took 207.8 s (BENCHMARKS.md). For a CPU backend, whose kernels run on the cores
+    where 7 took 207.8 s (docs/validation/speed.md). For a CPU backend, whose kernels run on the cores
     themselves, half the cores less one, at most 8, none below 8 cores (one worker on 2 cores made the cpp
-    run no faster: BENCHMARKS.md)."""
+    run no faster: docs/validation/speed.md)."""
     cores = cpu_count if cpu_count is not None else usable_cores()
     share = max(1, xdist_workers or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
     if cpu_backend:

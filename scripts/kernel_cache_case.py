@@ -1,4 +1,4 @@
-"""One cpp case for BENCHMARKS.md's kernel-cache measurement: run it twice with and without
+"""One cpp case for the kernel-cache measurement (docs/validation/speed.md): run it twice with and without
 --gemm-kernel-cache and compare the second run's in-process compile seconds (the results' time line)."""
 
 from pytest_gemmguard import gemm_case

@@ -43,7 +43,7 @@ def test_mm(gemm_benchmark):
         json.dump(out, fh)
 """
 
-# The CPU suite's threshold (BENCHMARKS.md); one thread, so the busy core costs a share, not a stall.
+# The CPU suite's threshold (docs/validation/benchmarks.md); one thread, so the busy core costs a share, not a stall.
 PYPROJECT = """
 [tool.gemmguard]
 runtime_regression = "20%"

@@ -25,7 +25,7 @@ def test_plain():
     pass
 """
 
-# On a shared 2-core CPU the A/A spread of reference-normalised medians is several percent (BENCHMARKS.md),
+# On a shared 2-core CPU the run-to-run noise is several percent (docs/validation/benchmarks.md),
 # so CPU gates use a wider threshold than a GPU's; the 2x plant is far beyond either.
 PYPROJECT = """
 [tool.pytest.ini_options]

@@ -1,7 +1,7 @@
 """scripts/gpu_calibrate.py's verdict on each case over the bound: which are explained, which are not.
 
 The GPU calibration (issue 10) is judged by its count of unexplained cases, so the rule that counts them is
-tested here on rows like the ones the H200 wrote (docs/gpu-runs/2026-12-02-d/u1-calibration-triton.jsonl).
+tested here on rows like the ones the H200 wrote (2026-12-02 21:30, docs/validation/correctness.md).
 """
 
 from __future__ import annotations

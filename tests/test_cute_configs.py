@@ -1,6 +1,6 @@
 """pytest_gemmguard/kernels/cute_gemm.py's choice of tile configuration, on the CPU (the module imports nothing CUDA).
 
-The numbers behind each rule were measured on the H200 (BENCHMARKS.md, "gemmguard's own kernels"); these
+The numbers behind each rule were measured on the H200 (docs/validation/kernels.md); these
 tests pin the rules, so a change of choice is a decision someone measured, not an accident."""
 
 import os

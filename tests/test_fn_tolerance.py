@@ -1,6 +1,6 @@
 """`gemm.check(fn)`: the bound follows what fn computes, not the epilogue the case was drawn with.
 
-On the H200 (docs/gpu-validation.md, 2026-12-03 19:35) `mm 24×40×1 tf32 epilogue=sigmoid+tanh`, checked with
+On the H200 (torch 2.11, triton 3.6, 2026-12-03 19:35) `mm 24×40×1 tf32 epilogue=sigmoid+tanh`, checked with
 `fn = torch.matmul` in a plain user file, failed at 3.17x on unchanged Triton: the case's bound had gone
 through sigmoid's slope of 1/4 and fn's output never does. A TF32 model that truncates its operands, as
 Triton's TF32 does, reproduces that number here on the CPU.

@@ -175,7 +175,7 @@ def test_matmul_relu(gemm_benchmark):
     gemm_benchmark(gemmlib.matmul_relu, op="mm", shape=(192, 192, 192))
 """
 
-# On a shared 2-core CPU the A/A spread is several percent (BENCHMARKS.md): a CPU gate uses a wide threshold.
+# On a shared 2-core CPU the noise is several percent (docs/validation/benchmarks.md): a CPU gate uses a wide threshold.
 BENCH_PYPROJECT = """
 [tool.gemmguard]
 runtime_regression = "20%"

@@ -125,7 +125,7 @@ class CuteDslBackend(Backend):
 
     def warm_up(self) -> Callable[[], None] | None:
         # The NVGEMM route's first compile in a process lists cutlass_api's kernels (Python only): 20.7 s of the
-        # first example's 45.2 s on the H200 (torch 2.11, docs/gpu-runs/2026-12-03-e/h2-cutedsl-profile.txt).
+        # first example's 45.2 s on the H200 (torch 2.11, profiled with cProfile on 2026-12-03).
         return inductor.build_nvgemm_kernel_list if self.inductor_name == "NVGEMM" else None
 
     def inductor_options(self) -> dict[str, Any]:

@@ -200,7 +200,7 @@ class CutlassBackend(Backend):
 
     def parallel_builds(self) -> int:
         # One nvcc build per profiled config (one swizzle each): built one after another at a worker's one
-        # compile thread, a case's two took 247-251 s in the H200's README main job (BENCHMARKS.md).
+        # compile thread, a case's two took 247-251 s in the H200's README main job (2026-12-04).
         return backend_env("GEMMGUARD_CUTLASS_CONFIGS", DEFAULT_CONFIGS)
 
     def inductor_options(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ The smallest change the comparison could have detected is exp(z_alpha * se) - 1 
 at most the threshold, every R beyond the threshold is significant and so a regression; when it is above,
 the verdict is inconclusive and names the side whose noise is to blame (a baseline measured under noise is
 no baseline). Nominal false-alarm rate: alpha (one-sided) per comparison when the runs' estimates are
-unbiased; the measured rates on a loaded CPU and the H200 are in BENCHMARKS.md.
+unbiased; the measured rates on a loaded CPU and the H200 are in docs/validation/benchmarks.md.
 
 `noise_target` is the noise a run aims for while it samples: with a baseline as quiet as itself the
 comparison is conclusive.

@@ -21,7 +21,7 @@ Hopper kernel:
   128x128x64 with two consumer warpgroups (6 stages), and a decode config 64x32x128 with one
   consumer warpgroup (8 stages) for M <= 64, where the many N tiles keep every SM streaming B.
 * switches, read at every call (``env_flags()``), measured on the H200 with ``scripts/check_cute.py
-  --optin`` (2026-12-01, BENCHMARKS.md "gemmguard's own kernels"; 195 opt-in cases, 0 wrong):
+  --optin`` (2026-12-01; 195 opt-in cases, 0 wrong; the current numbers: docs/validation/kernels.md):
   - split-K for decode, ON by default (``GEMMGUARD_CUTE_SPLIT_K=0`` turns it off): M <= 64, K >= 1024,
     and only when the output tiles alone cannot fill the SMs (and, since 2026-12-03, not where loading only
     A's rows applies and the 64x32 tiles fill the SMs: that unsplit kernel is faster, see below): config 64x128x64, one consumer
@@ -37,7 +37,7 @@ Hopper kernel:
     of rows x 64, one per 64-wide K atom), so a box reaches past M by at most 15 rows instead of up to 63:
     TMA's bounds check on a box reaching far past M made every load slow.  Then the unsplit decode kernel beats split-K wherever its 64x32 tiles fill the SMs, and
     split-K is not used there.  Kernel time (CUDA graph) 16x4096x4096: 14.4 (split-K) -> 8.0 us (cuBLAS
-    10.3); through gemmguard's fixture 7.15 us against cuBLAS 8.66 (BENCHMARKS.md, 2026-12-03).
+    10.3); through gemmguard's fixture 7.15 us against cuBLAS 8.66 (2026-12-03, docs/validation/kernels.md).
   - branch epilogue, ON by default (``GEMMGUARD_CUTE_BRANCH_EPI=0`` turns it off): the epilogue
     converts / applies the chain only inside the full-tile and in-bounds branches; with the old
     epilogue ptxas reports C7514 (WGMMAs serialised) for every config.  4096^3: 254 -> 233 us.

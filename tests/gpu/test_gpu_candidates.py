@@ -69,7 +69,7 @@ def test_the_summary_counts_the_triton_candidates_checked(pytester, plugin_args)
 
 
 def test_a_candidate_wrong_only_on_autotunings_own_inputs_does_not_fail_a_small_bf16_linear(tmp_path, gpu_log):
-    """H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01 (docs/gpu-runs/2026-12-01-late/1-p1-calib-triton.txt):
+    """H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01 20:42 (the triton calibration with dynamic shapes):
     every Triton template candidate of this case looked wrong on Inductor's random example tensors (132 of 133
     elements) while the winner was right, and the case failed. Each is now compiled alone on the case's inputs
     first (confirm.py): the case fails only if one is wrong there too. Nothing autotuned fails this test."""
