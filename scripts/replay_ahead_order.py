@@ -4,7 +4,7 @@ clairvoyant order that knows every compile's time in advance (the best any estim
 pool's order told each kind's (backend, dtype) mean compile time of the whole run from the start, what a
 previous run of the same draw could tell it?
 
-    python3 scripts/replay_ahead_order.py $OUT/examples.txt [--workers 7]   # the log of scripts/gpu_validate.sh examples
+    python3 scripts/replay_ahead_order.py $OUT/examples.txt [--workers 7]   # scripts/gpu_validate.sh examples
 
 It reads the progress lines of a `-v` run (`... verified (0.2 s, compiled ahead in 12.2 s; ...)`), one job per
 example in run order, an unsupported one taking 1 s. What it leaves out, so read its numbers as a comparison of
