@@ -10,7 +10,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 
-from ..bench.verdict import Estimate, judge_absolute_rounds
+from ..bench.verdict import Estimate, estimate_of, judge_absolute_rounds
 from ..errors import GemmguardError
 from .junit import TestResult
 
@@ -95,6 +95,41 @@ def _estimate(entry: Mapping) -> Estimate | None:
 
 def _change(now: float | None, then: float | None) -> float | None:
     return now / then - 1 if now and then else None
+
+
+def _ratio_between_runs(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]) -> str:
+    """Hold the plugin's per-round verdicts on the ratio to eager to the between-run spread of that ratio. The
+    plugin judges a round by the noise *within* its two runs; the ratio also moves *between* runs (the two sides
+    of a round run at different moments, and the reference and the kernel feel a busy shared machine
+    differently), which a run's own interval cannot see: an A/A pull request on a shared 2-core runner measured
+    +9% and +15% for one unchanged case, each "significant". A round the plugin failed stays failed only where
+    the ratio's change also stands out from how much the ratio moves between runs of one side (the rule of
+    judge_absolute_rounds, on the ratio); otherwise the round could not tell (inconclusive, or ok where even
+    its threshold would have stood out). Returns a line for the report where it changed a round."""
+    both = [(r, *p) for r, p in enumerate(pairs) if p]
+    if len(both) < 2 or not any(row.statuses[r] == "failed" for r, _, _ in both):
+        return ""
+    estimates = [(estimate_of(h), estimate_of(b)) for _, h, b in both]
+    runtime = [(h.get("compared") or {}).get("runtime") or {} for _, h, _ in both]
+    if any(None in e or not (e[0].paired and e[1].paired) for e in estimates):
+        return ""
+    if any(rt.get("threshold") is None for rt in runtime):
+        return ""
+    threshold, alpha = runtime[0]["threshold"], runtime[0].get("alpha", 0.01)
+    verdicts = judge_absolute_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha)
+    if verdicts is None:
+        return ""
+    held = []
+    for (r, _, _), v in zip(both, verdicts, strict=True):
+        if row.statuses[r] == "failed" and not v.regression:
+            row.statuses[r] = v.verdict  # inconclusive, or ok
+            held.append(f"{(v.ratio - 1) * 100:+.1f}%")
+    if not held:
+        return ""
+    return (
+        f"ratio to eager {', '.join(held)} against the base: not beyond how much it moves between runs here "
+        f"(smallest change these rounds could tell: +{verdicts[0].detect * 100:.0f}%; more rounds tell more)"
+    )
 
 
 def _absolute(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]) -> str:
@@ -195,8 +230,9 @@ def judge_rounds(
         row = BenchRow(key, m.get("test", ""), m.get("backend", ""), _case_id(m), statuses, changes,
                        m["median_s"] * 1e3 if m.get("median_s") else None, _base_ms(key, base_entries),
                        list(broken), "")  # fmt: skip
+        drift = _ratio_between_runs(row, pairs)
         absolute = _absolute(row, pairs)
-        row.broken += [absolute] if absolute else []
+        row.broken += [line for line in (drift, absolute) if line]
         row.verdict = _verdict(row.statuses)
         rows.append(row)
     heads = {t.nodeid: t for t in head_tests} if head_tests is not None else None
