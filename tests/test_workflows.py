@@ -283,6 +283,8 @@ def test_a_forks_pull_request_reaches_the_gpu_job_only_with_the_maintainers_labe
     run = actrun.run_act(repo, "pull_request", labeled, tmp_path / "w2", **common)
     assert run.jobs["cpu"].result == "success" and run.jobs["gpu"].result == "failure", run.tail()
     assert _no_gpu_line(run.jobs["gpu"]) and run.jobs["gate"].result == "failure"
+    # The GPU job ran the commit the label was given to (the event's head), not the branch's newest.
+    assert f"act stand-in checkout - commit {labeled['pull_request']['head']['sha']}" in run.jobs["gpu"].text
     # Any other label runs nothing, not even the check (and cancels nothing: its concurrency group is its own).
     other = actrun.run_act(
         repo, "pull_request", _event(repo, fork=True, action="labeled", label="docs"), tmp_path / "w3", **common

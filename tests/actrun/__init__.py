@@ -192,6 +192,8 @@ def run_act(
         *[arg for ref, path in (local or {}).items() for arg in ("--local-repository", f"{ref}={path}")],
         "--env",
         f"GEMMGUARD_ACT_ARTIFACTS={artifacts}",
+        "--env",
+        f"GEMMGUARD_ACT_REPO={repo}",  # the checkout stand-in's source for a checkout of a named commit
     ]
     if venv is not None:
         command += ["--env", f"GEMMGUARD_ACT_VENV={venv}"]
