@@ -1,6 +1,6 @@
 """The oracle: a float64 reference, a per-element tolerance, and the comparison. It never compiles.
 
-Tolerance model (README "How the oracle decides" has the derivation). For every output element the
+Tolerance model (docs/explanation/oracle.md has the derivation). For every output element the
 oracle carries a bound on the rounding error a *correct* implementation may make, propagated through
 the case's computation in float64:
 

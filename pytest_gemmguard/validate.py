@@ -284,7 +284,7 @@ BENCH: tuple[Setting, ...] = (
             flag="--gemm-plots", metavar="DIR"),
 )  # fmt: skip
 
-# Settings the backends read from the environment (documented in README, validated where they are read).
+# Settings the backends read from the environment (docs/reference/environment.md, validated where they are read).
 BACKEND_ENV = {
     "GEMMGUARD_TRITON_TMA": (flag, "0 switches off Inductor's persistent TMA Triton template on SM90 (default 1)"),
     "GEMMGUARD_CUTLASS_CONFIGS": (positive_int, "CUTLASS configs profiled per GEMM (default 2: each is an nvcc build)"),

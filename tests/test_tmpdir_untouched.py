@@ -1,4 +1,5 @@
-"""The README promises that the user's own Inductor cache is never touched: a run of the CPP backend left 147 MB of
+"""gemmguard promises (--gemm-cache-dir, docs/reference/options.md) that the user's own Inductor cache is never
+touched: a run of the CPP backend left 147 MB of
 Inductor's precompiled C++ headers in $TMPDIR/torchinductor_<user> (issue 41), whose directory Inductor fixes when
 it is imported, whatever TORCHINDUCTOR_CACHE_DIR says. A real cpp compile, in the test process and in a
 compile-ahead worker, with TMPDIR a fresh directory: nothing of Inductor's may be left there."""

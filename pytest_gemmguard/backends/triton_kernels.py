@@ -5,7 +5,7 @@ Inductor compiles the graph as usual; a post-grad pass (kernel_swap.py) swaps ea
 pointwise steps that follow it, for the custom op `gemmguard::kernels_triton_gemm`, which launches the
 kernel. A GEMM the pass leaves alone falls to ATen and provenance calls the case unsupported.
 
-It is the worked example of guarding your own kernel (README, "Your own kernels"): a backend is one file.
+It is the worked example of guarding your own kernel (docs/how-to/own-kernel.md): a backend is one file.
 Not part of `auto`: name it (`--gemm-backends=triton[kernels]`).
 
 On a machine without a GPU, `TRITON_INTERPRET=1` runs it on the CPU through Triton's interpreter (slow, and
