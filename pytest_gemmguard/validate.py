@@ -156,6 +156,18 @@ def fail_or_warn(value: Any) -> str:
     return text
 
 
+def fraction(value: Any) -> float:
+    """'20%' or 0.2: a relative threshold."""
+    text = str(value).strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError("expected a fraction like '20%' or 0.2") from None
+    if not 0 <= number < 100:
+        raise ValueError("must be >= 0")
+    return number
+
+
 # ---------------------------------------------------------------- settings
 
 
@@ -272,6 +284,11 @@ BENCH: tuple[Setting, ...] = (
     Setting("reference", flag, True, "time eager ATen side by side as the in-run reference", table="reference"),
     # Default fail: a gate that cannot tell must not go green; the test fails as inconclusive (its own
     # column and error), never as a regression. warn: the test passes with a warning and the column.
+    # No table key: runtime_regression in [tool.gemmguard] is a budget (bench/budget.py); this overrides it for a
+    # run (the gate's action input), and a test's @pytest.mark.gemm_budget still overrides both.
+    Setting("runtime_regression", fraction, None, "allowed runtime slowdown against the baseline for this run "
+            "(default: [tool.gemmguard] runtime_regression, else 5%)", flag="--gemm-runtime-regression",
+            env="GEMMGUARD_RUNTIME_REGRESSION", metavar="FRACTION"),
     Setting("inconclusive", fail_or_warn, "fail", "a runtime comparison whose noise hides the threshold "
             "(verdict inconclusive): fail the test, as inconclusive, not as a regression (default), or warn",
             flag="--gemm-inconclusive", ini="gemm_inconclusive", env="GEMMGUARD_INCONCLUSIVE", table="inconclusive",

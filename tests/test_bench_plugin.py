@@ -105,6 +105,11 @@ def test_aa_passes_and_planted_2x_slowdown_fails(bench_dir, monkeypatch):
     assert slow.stdout.lines.index(live[0]) < next(i for i, x in enumerate(slow.stdout.lines) if "FAILURES" in x)
     assert "baseline" in text and "over budget not saved" in text
     assert json.loads(open(base).read())["entries"] == saved["entries"]  # the regression was not saved
+    # --gemm-runtime-regression (the gate's runtime-regression input) overrides the table for one run.
+    wide = bench_dir.runpytest_inprocess(*COMMON, f"--gemm-baseline={base}", "--gemm-runtime-regression=900%")
+    wide.assert_outcomes(passed=2)
+    bad = bench_dir.runpytest_inprocess(*COMMON, "--gemm-runtime-regression=fast")
+    assert bad.ret == 4 and "--gemm-runtime-regression" in bad.stderr.str() + bad.stdout.str()
 
 
 def test_budgets_fail_with_the_numbers_on_both_cpu_backends(pytester):

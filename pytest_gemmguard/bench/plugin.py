@@ -94,6 +94,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = validate.resolve(config, validate.BENCH, table)
         _check_settings(settings)
         base_budget = budget.Budget().merged(table, "[tool.gemmguard] in pyproject.toml")
+        if settings["runtime_regression"] is not None:
+            base_budget = base_budget.merged({"runtime_regression": settings["runtime_regression"]}, "the run")
     except (GemmUsageError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     bench = _Bench(settings, table, base_budget)
