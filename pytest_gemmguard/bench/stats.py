@@ -90,39 +90,6 @@ def _norm_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def t_cdf(t: float, dof: int) -> float:
-    """P(T <= t) for Student's t with a whole number of degrees of freedom (Abramowitz and Stegun 26.7.3-4:
-    a finite sum in cos(theta), theta = atan(t / sqrt(dof)))."""
-    if dof < 1:
-        raise ValueError("dof must be >= 1")
-    theta = math.atan(abs(t) / math.sqrt(dof))
-    c2, s = math.cos(theta) ** 2, math.sin(theta)
-    if dof % 2:  # odd
-        term, total = 1.0, 0.0
-        for k in range(1, (dof - 1) // 2 + 1):
-            total += term
-            term *= c2 * (2 * k) / (2 * k + 1)
-        inside = (2 / math.pi) * (theta + s * math.cos(theta) * total) if dof > 1 else 2 * theta / math.pi
-    else:
-        term, total = 1.0, 0.0
-        for k in range(1, dof // 2 + 1):
-            total += term
-            term *= c2 * (2 * k - 1) / (2 * k)
-        inside = s * total
-    return 0.5 + math.copysign(inside / 2, t)
-
-
-def t_ppf(p: float, dof: int) -> float:
-    """The p-quantile of Student's t with `dof` degrees of freedom (bisection on t_cdf)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError("p must be in (0, 1)")
-    low, high = -1e6, 1e6
-    for _ in range(200):
-        mid = (low + high) / 2
-        low, high = (mid, high) if t_cdf(mid, dof) < p else (low, mid)
-    return (low + high) / 2
-
-
 @dataclass(frozen=True)
 class Summary:
     """Median of the samples with a `confidence` interval [low, high]; n samples."""

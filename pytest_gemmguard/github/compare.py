@@ -10,7 +10,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 
-from ..bench.verdict import Estimate, estimate_of, judge_absolute_rounds
+from ..bench.verdict import Estimate, estimate_of, judge_over_rounds
 from ..errors import GemmguardError
 from .junit import TestResult
 
@@ -103,9 +103,9 @@ def _ratio_between_runs(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]
     of a round run at different moments, and the reference and the kernel feel a busy shared machine
     differently), which a run's own interval cannot see: an A/A pull request on a shared 2-core runner measured
     +9% and +15% for one unchanged case, each "significant". A round the plugin failed stays failed only where
-    the ratio's change also stands out from how much the ratio moves between runs of one side (the rule of
-    judge_absolute_rounds, on the ratio); otherwise the round could not tell (inconclusive, or ok where even
-    its threshold would have stood out). Returns a line for the report where it changed a round."""
+    the ratio's change is also beyond the threshold plus how far the base's ratio moved between its own runs
+    (judge_over_rounds); otherwise the round could not tell: inconclusive. Returns a line for the report where
+    it changed a round."""
     both = [(r, *p) for r, p in enumerate(pairs) if p]
     if len(both) < 2 or not any(row.statuses[r] == "failed" for r, _, _ in both):
         return ""
@@ -116,19 +116,20 @@ def _ratio_between_runs(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]
     if any(rt.get("threshold") is None for rt in runtime):
         return ""
     threshold, alpha = runtime[0]["threshold"], runtime[0].get("alpha", 0.01)
-    verdicts = judge_absolute_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha)
+    verdicts = judge_over_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha)
     if verdicts is None:
         return ""
     held = []
     for (r, _, _), v in zip(both, verdicts, strict=True):
         if row.statuses[r] == "failed" and not v.regression:
-            row.statuses[r] = v.verdict  # inconclusive, or ok
+            row.statuses[r] = "inconclusive"  # beyond the threshold, not beyond the machine's drift
             held.append(f"{(v.ratio - 1) * 100:+.1f}%")
     if not held:
         return ""
     return (
-        f"ratio to eager {', '.join(held)} against the base: not beyond how much it moves between runs here "
-        f"(smallest change these rounds could tell: +{verdicts[0].detect * 100:.0f}%; more rounds tell more)"
+        f"ratio to eager {', '.join(held)} against the base: not beyond the threshold plus how far the base moved "
+        f"between its own runs here (+{verdicts[0].threshold * 100:.0f}% in all); more rounds, or a quieter runner, "
+        "tell smaller changes"
     )
 
 
@@ -144,7 +145,7 @@ def _absolute(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]) -> str:
     if not both or any(rt.get("threshold") is None for rt in runtime) or any(None in e for e in estimates):
         return ""  # no comparison against the base in some round: nothing to judge the threshold by
     threshold, alpha = runtime[0]["threshold"], runtime[0].get("alpha", 0.01)
-    verdicts = judge_absolute_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha)
+    verdicts = judge_over_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha)
     if verdicts is None or not any(v.regression for v in verdicts):
         return ""  # (None: one round, where a slower function and a slower machine look alike)
     for (r, _, _), v in zip(both, verdicts, strict=True):
@@ -198,7 +199,7 @@ def judge_rounds(
     """One row per case over the rounds' head reports (gemmguard-report JSON) and the base's baseline entries
     of the same rounds (base-commit mode; empty otherwise). Each round's status is the plugin's own verdict on
     the ratio to eager (threshold and significance against that round's base), made a failure where the
-    compiled time itself regressed (bench.verdict.judge_absolute_rounds); a case fails only when every round
+    compiled time itself regressed (bench.verdict.judge_over_rounds); a case fails only when every round
     that measured it failed: base and head were measured alternately, so drift of the machine cannot fail
     every round of one side. `head_tests` (the head's JUnit results) tell a case whose test ran on the head
     but measured nothing (coverage lost) from one whose test is gone."""
