@@ -71,7 +71,7 @@ python -m pytest_gemmguard.github gate --title="GPU" --backends="$list" \
   --pytest-args="${GEMMGUARD_GPU_ARGS:---gemm-max-examples=2 --gemm-seed=20261201 --gemm-compile-timeout=240}" \
   --bench-tests="${GEMMGUARD_GPU_BENCH:-scripts/gpu_bench_fixture.py}" \
   --bench-args="${GEMMGUARD_GPU_BENCH_ARGS:---gemm-cold-compile=off --gemm-bench-time=0.5}" \
-  --baseline="base-commit" --base-ref="$base_sha" --rounds="${GEMMGUARD_GPU_ROUNDS:-2}" --known-failures="" \
+  --baseline="base-commit" --base-ref="$base_sha" --rounds="${GEMMGUARD_GPU_ROUNDS:-3}" --known-failures="" \
   --out=gemmguard-report
 rc=$?
 

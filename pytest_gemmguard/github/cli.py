@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bench-tests", default="", help="benchmark test paths (run with --gemm-bench-only)")
     p.add_argument("--baseline", default="base-commit", help="base-commit, none, or the path of a baseline file")
     p.add_argument("--base-ref", default="", help="the base commit (base-commit mode)")
-    p.add_argument("--rounds", type=int, default=2, help="base/head rounds, interleaved (base-commit mode)")
+    p.add_argument("--rounds", type=int, default=3, help="base/head rounds, interleaved (base-commit mode)")
     p.add_argument("--known-failures", default="", help="known-failures TOML, passed as --gemm-known")
     p.add_argument("--verdicts", default="none", help="judge the tests' failures on the change: none, record "
                    "(write this run's verdicts), base-commit (the base's tests run here first) or a stored "
