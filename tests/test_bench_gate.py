@@ -175,7 +175,8 @@ def test_a_slower_user_function_fails_on_its_absolute_time_and_a_lost_case_fails
     base = _commit(repo, "base", files)
     _commit(repo, "head: the user's functions slower; a case refused", {"gemmlib.py": GEMMLIB_SLOWER,
                                                                         "test_bench.py": BENCH_HEAD})  # fmt: skip
-    rc, log, summary = _gate(repo, kernels, "--tests=", "--bench-tests=test_bench.py", f"--base-ref={base}")
+    rc, log, summary = _gate(repo, kernels, "--tests=", "--bench-tests=test_bench.py", f"--base-ref={base}",
+                             "--rounds=2")  # fmt: skip
     assert rc == 1, log[-6000:]
     verdict = json.loads((repo / "report" / "bench" / "verdict.json").read_text())
     rows = {r["test"].split("::")[1]: r for r in verdict["rows"]}

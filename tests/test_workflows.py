@@ -419,7 +419,7 @@ def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(
     prefix = "::error file=benchmarks/test_bench.py,line=5,title=gemmguard%3A aten mm-192x192x192-"
     (annotation,) = [x for x in slow.lines if prefix in x]
     assert "slower than the base::benchmarks/test_bench.py::test_matmul_relu[aten]%0Aruntime regression +" in annotation
-    assert "failed in 2 of 2 rounds" in annotation
+    assert "failed in 3 of 3 rounds" in annotation  # the action's default rounds
     assert "| **regression** |" in slow.text and "### Benchmarks: head against the base " in slow.text
     assert "| aten | 1 | 0 |" in slow.text  # the correctness tests still pass: only the speed changed
     (posted,) = slow_run.comments  # the CPU job's failure is in the comment, beside the GPU job's
