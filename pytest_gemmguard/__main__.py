@@ -3,8 +3,8 @@
     python -m pytest_gemmguard verdicts BASE.json HEAD.json     # new / pre-existing / fixed / coverage lost
     python -m pytest_gemmguard propose RUN.json [RUN.json ...]   # [[known]] entries for a run's new failures
 
-`verdicts` compares two verdict records (`--gemm-verdicts`, verdicts.py) and exits 1 when the head has a new
-failure or lost coverage; `propose` prints proposed known-failures entries (proposals.py) for a person to
+`verdicts` compares two verdict records (`--gemm-verdicts`, known/verdicts.py) and exits 1 when the head has a new
+failure or lost coverage; `propose` prints proposed known-failures entries (known/proposals.py) for a person to
 review. `harvest` writes the GEMMs a model runs to a harvest file:
 
     python -m pytest_gemmguard harvest mypkg.models:build --inputs 2,8,64 --out gemms.json
@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def verdicts_command(args: argparse.Namespace) -> int:
-    from . import verdicts
+    from .known import verdicts
 
     base, head = verdicts.load(args.base), verdicts.load(args.head)
     result = verdicts.compare(base, head)
@@ -73,7 +73,7 @@ def verdicts_command(args: argparse.Namespace) -> int:
 
 
 def propose_command(args: argparse.Namespace) -> int:
-    from . import proposals, verdicts
+    from .known import proposals, verdicts
 
     entries = proposals.propose(verdicts.load(path) for path in args.records)
     if not entries:

@@ -15,13 +15,12 @@ from typing import Any
 import pytest
 
 from .errors import GemmUsageError
-from .tally import Tally
+from .report.tally import Tally
 
 SHARE_PROPERTY = "gemmguard"  # a test's share of the tally, on its report (survives pytest-xdist)
 BACKEND_PROPERTY = "gemm_backend"  # the backend a test ran on, on its report
 GPU_PROPERTY = "gemm_gpu"  # the GPU a pytest-xdist worker was given (--gemm-gpus), on its GEMM tests' reports
 OUTCOME_PROPERTY = "gemmguard_outcome"  # unsupported | unavailable | failed | error | xfailed | xpassed
-RUNNER_FIXTURE = "_gemmguard_runner"  # the fixture @gemm_case's wrapper asks for (decorator.py, plugin.py)
 
 
 @dataclass
@@ -101,8 +100,8 @@ def session(config: pytest.Config) -> Any:
     """The session's GemmSession (compiler, options, tally), built on first use."""
     state = ensure(config)
     if state.session is None:
-        from .compile import Compiler
-        from .session import GemmSession, Options
+        from .compile.compiler import Compiler
+        from .run.session import GemmSession, Options
 
         s = state.settings
         compiler = Compiler(

@@ -124,7 +124,7 @@ class NothingVerified(UserCodeError):
 
 class CaseTooLarge(UserCodeError):
     """The test asked for a case whose check needs more memory than this machine has free (or than
-    --gemm-memory-limit allows), refused before its inputs are allocated (memory.py): the test's error, since
+    --gemm-memory-limit allows), refused before its inputs are allocated (cases/memory.py): the test's error, since
     no backend ran, and a stop, never shrunk. The message is one line with both sizes and the way to allow it."""
 
 
@@ -140,7 +140,7 @@ class KnownFailureFixed(GemmguardError):
 
 class CoverageLost(GemmguardError):
     """Cases the base's backend ran (its verdict record) that this run's backend refuses: a regression of what
-    is tested, even where nothing is wrong (verdicts.py)."""
+    is tested, even where nothing is wrong (known/verdicts.py)."""
 
 
 class GemmMismatch(GemmguardError, AssertionError):
@@ -172,7 +172,7 @@ class KnownFailureXPass(UserWarning):
 
 
 class BaseFixed(UserWarning):
-    """Cases the base's verdict record has failing that pass in this run: fixed by the change (verdicts.py)."""
+    """Cases the base's verdict record has failing that pass in this run: fixed by the change (known/verdicts.py)."""
 
 
 class GemmBudgetError(GemmguardError, AssertionError):

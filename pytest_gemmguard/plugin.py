@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from . import _state, validate
-from ._state import BACKEND_PROPERTY, GPU_PROPERTY, OUTCOME_PROPERTY, RUNNER_FIXTURE, SHARE_PROPERTY
+from ._state import BACKEND_PROPERTY, GPU_PROPERTY, OUTCOME_PROPERTY, SHARE_PROPERTY
 from .errors import (
     BackendCrashed,
     BackendUnavailable,
@@ -31,7 +31,8 @@ from .errors import (
     Unsupported,
     UserCodeError,
 )
-from .tally import Tally
+from .report.tally import Tally
+from .run import RUNNER_FIXTURE
 from .xdist_hooks import pytest_configure_node, pytest_xdist_auto_num_workers, pytest_xdist_setupnodes
 
 __all__ = ["pytest_configure_node", "pytest_xdist_auto_num_workers", "pytest_xdist_setupnodes"]  # hooks, re-exported
@@ -59,8 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _verdict_records(config: pytest.Config, state: _state.SharedState) -> None:
-    """The base's verdict record and this run's (verdicts.py); the run's seed follows them."""
-    from . import verdicts
+    """The base's verdict record and this run's (known/verdicts.py); the run's seed follows them."""
+    from .known import verdicts
 
     worker_seed = getattr(config, "workerinput", {}).get("gemmguard_seed")
     try:
@@ -98,7 +99,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _header(config: pytest.Config) -> list[str]:
-    from .report import capability_matrix, unavailable_fixes
+    from .report.table import capability_matrix, unavailable_fixes
 
     selected = _state.selected(config)
     compiler = _state.session(config).compiler
@@ -135,7 +136,7 @@ def _queue_ahead(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     from . import backends
-    from .explore import plan, queue_ahead
+    from .run.plan import plan, queue_ahead
 
     gg = _state.session(session.config)
     benchmarks = any("gemm_benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
@@ -160,7 +161,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
     one line at collection, not Hypothesis's health check for the runner fixture."""
     inner = getattr(getattr(obj, "hypothesis", None), "inner_test", None)
     if inner is not None and hasattr(inner, "_gemmguard_space"):
-        from .decorator import given_line
+        from .run.decorator import given_line
 
         raise GemmUsageError(given_line(name))
 
@@ -184,7 +185,7 @@ class _Runner:
         self.session, self.backend, self.nodeid = session, backend, nodeid
 
     def explore(self, test: Callable, space: Any, fixtures: dict) -> None:
-        from .explore import explore
+        from .run.explore import explore
 
         explore(self.session, test, space, fixtures, self.backend, self.nodeid)
 
@@ -204,7 +205,7 @@ class ProvenCompile:
 
     def __call__(self, fn: Callable, *, weights: tuple[int, ...] = ()) -> Callable:
         from . import backends
-        from .compile import run_checked
+        from .compile.compiler import run_checked
 
         def run(*inputs):
             compiled = self.session.compiler.compile(backends.get(self.backend), fn, inputs, weights)
@@ -217,7 +218,7 @@ class ProvenCompile:
 @pytest.fixture
 def gemm_compile(request: pytest.FixtureRequest, gemm_backend: str) -> ProvenCompile:
     """Compile any function through the backend under test, with provenance (see ProvenCompile)."""
-    from .session import require_backend
+    from .run.session import require_backend
 
     require_backend(gemm_backend)
     return ProvenCompile(_state.session(request.config), gemm_backend)
@@ -274,8 +275,8 @@ def _outcome_of(exc: BaseException, backend: str, state: _state.SharedState) -> 
         return "error", f"gemmguard: {exc}", False
     if isinstance(exc, (UserCodeError, GemmUsageError)):
         return "error", None, False  # the test's own error: pytest's traceback points into the test
-    if isinstance(exc, GemmMismatch):  # gemmguard's report, not a traceback through its internals (failure.py)
-        from .failure import shown
+    if isinstance(exc, GemmMismatch):  # gemmguard's report, not a traceback through its internals (report/failure.py)
+        from .report.failure import shown
 
         return "failed", shown(exc), False
     if isinstance(exc, (AssertionError, GemmguardError)):
@@ -347,7 +348,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _write_record(config: pytest.Config, state: _state.SharedState) -> None:
-    from . import verdicts
+    from .known import verdicts
 
     worker = getattr(config, "workerinput", {}).get("workerid")
     written = verdicts.write_record(state.record, state.settings["verdicts"], worker)
@@ -361,7 +362,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     state = _state.get(config)
     if state is None or not state.tally.outcomes:
         return
-    from .report import gpu_lines, results_table
+    from .report.table import gpu_lines, results_table
 
     terminalreporter.section("gemmguard results")
     if not state.header_shown:  # pytest-xdist: the workers collected, so the header was not printed here

@@ -4,8 +4,10 @@ argument) and how to fix it.
 
 - Settings (`CORE`, `BENCH`): each one declared once, with its flag, ini key, environment variable and
   pyproject key; the plugins add their options from these tables and read them through `resolve`, in the
-  order flag > environment > ini > pyproject > default.
-- The case space (`case_space`, in space.py next to what it builds): `@gemm_case`, `gemm_benchmark` and
+  order flag > environment > ini > pyproject > default. The value parsers are in parsers.py, but for the two
+  that check against gemmguard's own parts (backend names, the replay line), here. The backends' environment
+  variables are declared with the backends (backends/settings.py).
+- The case space (`case_space`, in cases/space.py next to what it builds): `@gemm_case`, `gemm_benchmark` and
   `strategies.gemm_cases` all narrow the case space through it, so each takes the same names and fails the
   same way.
 
@@ -14,68 +16,30 @@ Torch-free (the pytest plugins load it).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import files, memory
-from . import replay as replays
+from .cases import memory
 from .errors import GemmUsageError
+from .parsers import (
+    any_int,
+    directory,
+    fail_or_warn,
+    flag,
+    fraction,
+    gpu_choice,
+    on_off,
+    positive_int,
+    seconds,
+    text,
+    workers,
+    writable_file,
+)
+from .run import replay as replays
 
-# ---------------------------------------------------------------- value parsers
-# Each raises ValueError(problem). The error reads "SOURCE=VALUE: problem"; a problem that starts with ": " or
-# " " is about the setting rather than the value, and is written right after the source ("--gemm-backends is
-# empty; valid: ...", "--gemm-backends: unknown backend 'x'; valid: ...").
-
-
-def positive_int(value: Any) -> int:
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ValueError("must be an integer >= 1")
-    return number
-
-
-def any_int(value: Any) -> int:
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ValueError("must be an integer") from None
-
-
-def seconds(value: Any, *, zero_means: str | None = None) -> float:
-    try:
-        number = float(str(value).strip())
-    except ValueError:
-        number = math.nan
-    lowest = 0.0 if zero_means else math.ulp(0.0)
-    if not math.isfinite(number) or number < lowest:
-        raise ValueError("must be a number of seconds >= 0 (0: " + zero_means + ")" if zero_means else "must be > 0")
-    return number
-
-
-def flag(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("must be true or false")
-
-
-def on_off(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("on", "off"):
-        raise ValueError("must be 'on' or 'off'")
-    return text == "on"
+# ---------------------------------------------------------------- parsers that know gemmguard's parts
 
 
 def backend_list(value: Any) -> list[str]:
@@ -96,31 +60,6 @@ def backend_list(value: Any) -> list[str]:
     return names
 
 
-def workers(value: Any) -> int | None:
-    """'auto' -> None (decided per backend); else a count >= 0."""
-    text = str(value).strip().lower()
-    if text == "auto":
-        return None
-    try:
-        number = int(text)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise ValueError("must be 'auto' or an integer >= 0 (0: compile in the test process only)")
-    return number
-
-
-def gpu_choice(value: Any) -> str | list[int]:
-    """'all' | 'none' | '0,2' -> [0, 2] (indices into the GPUs visible here; checked against them later)."""
-    text = str(value).strip().lower()
-    if text in ("all", "none"):
-        return text
-    parts = [p.strip() for p in text.split(",")]
-    if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
-        raise ValueError("must be 'all', 'none' or distinct GPU indices like 0,2")
-    return [int(p) for p in parts]
-
-
 def replay(value: Any) -> str:
     text = str(value)
     version, _, blob = text.partition(":")
@@ -128,44 +67,6 @@ def replay(value: Any) -> str:
         raise ValueError("expected VERSION:BLOB or case:... as printed in a failure report")
     replays.case_fields(text)  # a malformed case: ValueError
     return text
-
-
-def directory(value: Any) -> str:
-    """A directory gemmguard may create files in (created later, on first write)."""
-    why = files.check_writable(str(value), directory=True)
-    if why:
-        raise ValueError(f"cannot be used as a directory: {why}")
-    return str(value)
-
-
-def writable_file(value: Any) -> str:
-    why = files.check_writable(str(value))
-    if why:
-        raise ValueError(f"cannot be written: {why}")
-    return str(value)
-
-
-def text(value: Any) -> str:
-    return str(value)
-
-
-def fail_or_warn(value: Any) -> str:
-    text = str(value).strip().lower()
-    if text not in ("fail", "warn"):
-        raise ValueError("must be 'fail' or 'warn'")
-    return text
-
-
-def fraction(value: Any) -> float:
-    """'20%' or 0.2: a relative threshold."""
-    text = str(value).strip()
-    try:
-        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise ValueError("expected a fraction like '20%' or 0.2") from None
-    if not 0 <= number < 100:
-        raise ValueError("must be >= 0")
-    return number
 
 
 # ---------------------------------------------------------------- settings
@@ -301,40 +202,21 @@ BENCH: tuple[Setting, ...] = (
             flag="--gemm-plots", metavar="DIR"),
 )  # fmt: skip
 
+
 # Settings the backends read from the environment (docs/reference/environment.md, validated where they are read).
-BACKEND_ENV = {
-    "GEMMGUARD_TRITON_TMA": (flag, "0 switches off Inductor's persistent TMA Triton template on SM90 (default 1)"),
-    "GEMMGUARD_CUTLASS_CONFIGS": (positive_int, "CUTLASS configs profiled per GEMM (default 2: each is an nvcc build)"),
-    "GEMMGUARD_CUTLASS_ALLOWLIST": (text, "regex restricting CUTLASS op names (Inductor's cutlass_op_allowlist_regex)"),
-    "GEMMGUARD_CUTLASS_TREE": (text, "where the CUTLASS source-tree layout is assembled (default ~/.cache/gemmguard)"),
-    "GEMMGUARD_NVGEMM_CONFIGS": (positive_int, "NVGEMM configs profiled per GEMM (default 3)"),
-}
-
-
-def backend_env(name: str, default: Any) -> Any:
-    """A backend's environment setting, validated: one line naming the variable when it is bad."""
-    parse, _ = BACKEND_ENV[name]
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return parse(raw)
-    except ValueError as exc:
-        raise GemmUsageError(f"environment {name}={raw!r}: {exc}") from None
-
-
 def add_options(parser: Any, group_name: str, description: str, settings: Sequence[Setting]) -> None:
     """Declare `settings` as pytest options and ini keys (values are read by `resolve`)."""
     group = parser.getgroup(group_name, description)
     for s in settings:
         if s.flag is None:
             continue
+        shown = s.help.replace("%", "%%")  # argparse formats a help text with %: "5%" alone breaks --help
         if s.is_flag:
-            group.addoption(s.flag, action="store_true", default=None, help=s.help)
+            group.addoption(s.flag, action="store_true", default=None, help=shown)
         elif s.once:  # every occurrence kept, so that `_sources` can refuse a second one
-            group.addoption(s.flag, action="append", default=None, metavar=s.metavar, help=s.help)
+            group.addoption(s.flag, action="append", default=None, metavar=s.metavar, help=shown)
         else:
-            group.addoption(s.flag, default=None, metavar=s.metavar, help=s.help)
+            group.addoption(s.flag, default=None, metavar=s.metavar, help=shown)
     for s in settings:
         if s.ini:
             parser.addini(s.ini, f"default for {s.flag}" if s.flag else s.help, default=None)

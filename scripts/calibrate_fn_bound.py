@@ -180,7 +180,7 @@ def _ratio(out: torch.Tensor, expected: torch.Tensor, tol: torch.Tensor) -> floa
 
 def bound_job(job: tuple) -> dict:
     """In a worker: the case's float64 reference and bound, and the ratios of the planted defects."""
-    from pytest_gemmguard import fn_tolerance
+    from pytest_gemmguard.oracle import function as fn_tolerance
 
     name, dtype, shape, seed, cancel, _layout = job
     fn = FUNCTIONS[name][0]
@@ -216,7 +216,7 @@ def _progress(text: str) -> None:
 
 def calibrate(args: argparse.Namespace) -> list[dict]:
     from pytest_gemmguard import backends
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.compile.compiler import Compiler
 
     rows: list[dict] = []
     compiler = Compiler(timeout_s=args.compile_timeout, dynamic=args.dynamic)
@@ -256,7 +256,7 @@ def calibrate(args: argparse.Namespace) -> list[dict]:
 
 
 def _dtypes(args: argparse.Namespace) -> list[str]:
-    from pytest_gemmguard.ops import dtype_unsupported
+    from pytest_gemmguard.cases.ops import dtype_unsupported
 
     kept = []
     for dtype in args.dtypes:
@@ -297,9 +297,9 @@ def _defect_row(name: str, dtype: str, bounds: list[dict], cases: list[tuple]) -
 def _run_backend(args, compiler, backend, name: str, dtype: str, cases: list, bounds: list, out_file) -> dict:
     """Run every case through one backend, compiled as gemmguard compiles, and judge it by its bound."""
     from pytest_gemmguard import oracle
-    from pytest_gemmguard.compile import run_checked
+    from pytest_gemmguard.cases.precision import math_precision
+    from pytest_gemmguard.compile.compiler import run_checked
     from pytest_gemmguard.errors import BackendCrashed, CompileTimeout, Unsupported
-    from pytest_gemmguard.precision import math_precision
 
     fn = FUNCTIONS[name][0]
     row = {"kind": "backend", "function": name, "dtype": dtype, "backend": backend.name, "cases": 0,

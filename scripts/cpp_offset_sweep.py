@@ -39,7 +39,7 @@ SEED = 20261129
 
 
 def _case(op: str, m: int, n: int, k: int, dtype: str, layout: str, epilogue: str = "none", seed: int = SEED):
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     return GemmCase(op, m, n, k, 2 if op in ("bmm", "baddbmm") else 0, dtype, layout, epilogue, seed)
 
@@ -50,7 +50,7 @@ def grid(name: str) -> list:
         return [_case(op, *s, dt, lay) for op, dt, s, lay in itertools.product(
             CPP_OPS, FLOATS, shapes, ("offset", "contiguous"))]  # fmt: skip
     if name == "layouts":
-        from pytest_gemmguard.cases import LAYOUTS
+        from pytest_gemmguard.cases.case import LAYOUTS
 
         out = [_case(op, 5, 6, 130, "float32", lay) for op in ("linear", "mm") for lay in LAYOUTS]
         out += [_case("linear", 5, 6, 130, "float32", lay, epi) for lay in ("offset", "contiguous")
@@ -81,10 +81,10 @@ def main() -> int:
     import torch
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.compile.compiler import Compiler
     from pytest_gemmguard.errors import GemmMismatch, Unsupported
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     isa = str(pick_vec_isa())  # the vector ISA Inductor generates for (it picks the CPP micro-GEMM)
     done = set()

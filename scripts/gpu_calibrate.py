@@ -36,7 +36,7 @@ def draw(n: int, seed: int, device: str, **narrow) -> list:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as hseed
 
-    from pytest_gemmguard.strategies import gemm_cases
+    from pytest_gemmguard.cases.strategies import gemm_cases
 
     out: list = []
 
@@ -109,7 +109,7 @@ def rematch(rows: list, col: str, versions: dict) -> None:
     import ast
 
     from pytest_gemmguard import known as known_mod
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     known = known_mod.load(KNOWN_FILE)
     for row in rows:
@@ -195,12 +195,12 @@ def main() -> int:
 
     from pytest_gemmguard import known as known_mod
     from pytest_gemmguard import oracle
-    from pytest_gemmguard.cases import build_inputs, case_function
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.cases.case import build_inputs, case_function
+    from pytest_gemmguard.cases.precision import math_precision
+    from pytest_gemmguard.compile.compiler import Compiler
     from pytest_gemmguard.errors import BackendCrashed, CandidateMismatch, GemmMismatch, Unsupported
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.precision import math_precision
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     started = time.monotonic()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -307,7 +307,7 @@ def main() -> int:
 def table(rows: list, col: str, elapsed: float, mode: str) -> int:
     import torch
 
-    from pytest_gemmguard.ops import DTYPES
+    from pytest_gemmguard.cases.ops import DTYPES
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
 

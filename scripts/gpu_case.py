@@ -20,11 +20,11 @@ import sys
 
 def one(backend: str, case_text: str) -> dict:
     from pytest_gemmguard import backends
-    from pytest_gemmguard.cases import GemmCase
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.cases.case import GemmCase
+    from pytest_gemmguard.compile.compiler import Compiler
     from pytest_gemmguard.errors import GemmMismatch, Unsupported
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     case = eval(case_text, {"GemmCase": GemmCase})  # a repr printed by a failure report
     listed = _candidates(backend, case)
@@ -43,7 +43,7 @@ def one(backend: str, case_text: str) -> dict:
     finally:
         compiler.deactivate()
     kernels = [spec.describe_kernel(k) for g in record.graphs for k in g.launches if spec.claims(k)]
-    # Candidates that looked wrong in autotuning but were right compiled alone (confirm.py): not failures.
+    # Candidates that looked wrong in autotuning but were right compiled alone (crosscheck/confirm.py): not failures.
     unconfirmed = int(session.tally.counts[(backend, "candidates_unconfirmed")])
     return {"verdict": verdict, "ratio": round(ratio, 4), "unconfirmed": unconfirmed, "kernels": kernels,
             "candidates": listed}  # fmt: skip
@@ -51,13 +51,14 @@ def one(backend: str, case_text: str) -> dict:
 
 def _candidates(backend: str, case) -> list[str]:
     """Every autotune candidate of a first compile of the case (own cache, nothing reused), judged on the
-    case's inputs: one line each (candidates.py)."""
+    case's inputs: one line each (compile/candidates.py)."""
     import dataclasses
     import tempfile
 
     import torch._dynamo
 
-    from pytest_gemmguard import ahead_worker, candidates
+    from pytest_gemmguard.ahead import worker as ahead_worker
+    from pytest_gemmguard.compile import candidates
     from pytest_gemmguard.errors import GemmguardError
 
     try:

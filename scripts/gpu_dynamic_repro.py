@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
 def parse(text: str):
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     op, dims, dtype, layout, epi = text.split()
     sizes = [int(x) for x in dims.split("×")]
@@ -26,10 +26,10 @@ def parse(text: str):
 
 
 def check(case, dynamic: bool, backend: str, compiler=None) -> str:
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.compile.compiler import Compiler
     from pytest_gemmguard.errors import GemmMismatch, Unsupported
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     own = compiler is None
     compiler = compiler or Compiler(dynamic=dynamic, timeout_s=120)
@@ -52,7 +52,7 @@ def check(case, dynamic: bool, backend: str, compiler=None) -> str:
 def main() -> int:
     path, op, rest = sys.argv[1:4]
     backend = sys.argv[4] if len(sys.argv) > 4 else "triton"
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.compile.compiler import Compiler
 
     rows = [json.loads(line) for line in open(path)]
     group = [r["case"] for r in rows if r["case"].split()[0] == op and r["case"].endswith(rest)]

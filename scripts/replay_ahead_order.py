@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pytest_gemmguard.ahead_policy import Order
+from pytest_gemmguard.ahead.policy import Order
 
 LINE = re.compile(
     r"gemmguard \[(\S+)\] \d+/\d+ (\w+) (\S+) (\S+) .*?: (verified|unsupported|known failure|FAILED)[^(]*"

@@ -30,7 +30,7 @@ def draw(n: int, seed: int, space: str = "wide") -> list:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as hseed
 
-    from pytest_gemmguard.strategies import gemm_cases
+    from pytest_gemmguard.cases.strategies import gemm_cases
 
     out = []
 
@@ -48,10 +48,10 @@ def draw(n: int, seed: int, space: str = "wide") -> list:
 def run_mode(mode: str, backend: str, n: int, seed: int, space: str) -> dict:
     import torch
 
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.compile.compiler import Compiler
     from pytest_gemmguard.errors import GemmMismatch, Unsupported
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     cases = draw(n, seed, space)
     compiler = Compiler(dynamic=(mode == "dynamic"))

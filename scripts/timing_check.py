@@ -82,8 +82,8 @@ class ShapeRig:
 
     def __init__(self, shape: int, dtype: str, device: str, compiler: Any) -> None:
         from pytest_gemmguard import backends
-        from pytest_gemmguard.cases import GemmCase, build_inputs, case_function
-        from pytest_gemmguard.compile import run_checked
+        from pytest_gemmguard.cases.case import GemmCase, build_inputs, case_function
+        from pytest_gemmguard.compile.compiler import run_checked
 
         self.shape, self.dtype, self.device, self.compiler = shape, dtype, device, compiler
         self.backend = backends.get("aten")
@@ -107,7 +107,7 @@ class ShapeRig:
         open, so each context's recompile guard sees only the timed calls."""
         import torch
 
-        from pytest_gemmguard.compile import run_checked
+        from pytest_gemmguard.compile.compiler import run_checked
 
         variants = [(self.compiled, self.flat, None)]
         for pad in pads:
@@ -311,7 +311,7 @@ def peak_check(device: str, dtype: str) -> tuple[dict, Any]:
     from pytest_gemmguard.bench.context import BenchContext, Settings
     from pytest_gemmguard.bench.peak import library_peak
     from pytest_gemmguard.bench.timing import TimingOptions, time_callable
-    from pytest_gemmguard.ops import DTYPES
+    from pytest_gemmguard.cases.ops import DTYPES
 
     settings = Settings()  # the plugin's default timing options
     started = time.perf_counter()
@@ -338,8 +338,8 @@ def peak_kernels(peak: dict, ctx: Any, device: str, dtype: str, names: list[str]
 
     from pytest_gemmguard import backends
     from pytest_gemmguard.bench.timing import time_callable
-    from pytest_gemmguard.cases import GemmCase, build_inputs, case_function
-    from pytest_gemmguard.compile import run_checked
+    from pytest_gemmguard.cases.case import GemmCase, build_inputs, case_function
+    from pytest_gemmguard.compile.compiler import run_checked
 
     size = 4096 if device == "cuda" else 512
     for name in names:
@@ -480,7 +480,7 @@ def main() -> int:
 
     from pytest_gemmguard.bench import baseline, fixture
     from pytest_gemmguard.bench.timing import TimingOptions
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.compile.compiler import Compiler
 
     if args.cpu_threads:  # for the whole run: Dynamo guards on the thread count
         torch.set_num_threads(args.cpu_threads)

@@ -14,13 +14,14 @@ import os
 import sys
 import tempfile
 
-from pytest_gemmguard import backends, isolation
-from pytest_gemmguard.cases import GemmCase
-from pytest_gemmguard.check import check
-from pytest_gemmguard.compile import Compiler
+from pytest_gemmguard import backends
+from pytest_gemmguard.cases.case import GemmCase
+from pytest_gemmguard.compile import isolation
+from pytest_gemmguard.compile.compiler import Compiler
 from pytest_gemmguard.errors import BackendCrashed, CompileTimeout, GemmMismatch, Unsupported
-from pytest_gemmguard.gemm import Gemm
-from pytest_gemmguard.session import GemmSession, Options
+from pytest_gemmguard.run.check import check
+from pytest_gemmguard.run.gemm import Gemm
+from pytest_gemmguard.run.session import GemmSession, Options
 
 # Cases every backend of the device has a kernel for: CPP needs a frozen weight (linear, mm); the GPU
 # backends need fp16/bf16 with 16-byte aligned operands and N a multiple of 8 (CUTLASS, CuteDSL).

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from pytest_gemmguard import ahead, ahead_policy
+from pytest_gemmguard.ahead import policy as ahead_policy
+from pytest_gemmguard.ahead import pool as ahead
 
 PASSING = """
 from pytest_gemmguard import gemm_case
@@ -87,7 +88,7 @@ from pytest_gemmguard.backends.aten import AtenBackend
 class InWorkersOnly(CustomGraphPass):
     def __call__(self, graph):
         main = getattr(sys.modules["__main__"], "__spec__", None)
-        if main is not None and main.name == "pytest_gemmguard.ahead_worker":
+        if main is not None and main.name == "pytest_gemmguard.ahead.worker":
             {planted}
 
     def uuid(self):
@@ -121,7 +122,7 @@ def test_never_m7(gemm):
     gemm.check()
 """
 
-# A test's own function, a lambda reading a module constant: it travels to the workers (travel.py).
+# A test's own function, a lambda reading a module constant: it travels to the workers (ahead/travel.py).
 OWN_FUNCTION = """
 import torch
 from pytest_gemmguard import gemm_case
@@ -188,7 +189,7 @@ def test_a_tests_own_function_is_what_the_workers_compile(pytester):
 def test_a_function_that_cannot_travel_leaves_the_case_to_its_own_gemm(pytester):
     import threading
 
-    from pytest_gemmguard import travel
+    from pytest_gemmguard.ahead import travel
 
     lock = threading.Lock()
     payload, why = travel.pack(lambda a, b: (lock, a @ b))
@@ -206,7 +207,7 @@ def test_a_function_that_cannot_travel_leaves_the_case_to_its_own_gemm(pytester)
 def test_a_packed_function_computes_what_the_original_does():
     import torch
 
-    from pytest_gemmguard import travel
+    from pytest_gemmguard.ahead import travel
 
     offset = torch.tensor(2.0)
 
@@ -363,7 +364,7 @@ def test_worker_env_marks_the_threads_it_chose_and_only_those():
 def test_a_worker_raises_its_compile_threads_for_a_backend_that_builds_outside_and_lowers_them_after(tmp_path):
     """Through a real worker and Inductor: the threads autotuning's precompile would use (what Inductor
     reads, select_algorithm.get_num_workers) for a backend of 3 outside builds, then for one of none."""
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     planted = (
         "from torch._inductor import select_algorithm; "
@@ -388,7 +389,7 @@ def test_no_worker_compiles_while_a_benchmark_times():
     """session.quiet() (held by gemm_benchmark while it autotunes and times) keeps queued jobs queued."""
     import time
 
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     pool = ahead.AheadPool(1)
     case = GemmCase("mm", 8, 8, 8)
@@ -415,7 +416,7 @@ def test_closing_does_not_wait_for_compiles_nobody_will_use(tmp_path):
     reached) must not hold the session's end, one after the other."""
     import time
 
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     backend_file = tmp_path / "sleepy_backend.py"
     backend_file.write_text(SLEEPS_IN_WORKERS)
@@ -461,10 +462,10 @@ KILLED_SESSION = """
 import sys
 import time
 
-from pytest_gemmguard import ahead
-from pytest_gemmguard.cases import GemmCase
+from pytest_gemmguard.ahead.pool import AheadPool
+from pytest_gemmguard.cases.case import GemmCase
 
-pool = ahead.AheadPool(1)
+pool = AheadPool(1)
 pool.submit("sleeps-in-workers", [GemmCase("mm", 3, 8, 8)], "t", backend_file=sys.argv[1])
 deadline = time.monotonic() + 120
 while pool._running < 1 and time.monotonic() < deadline:
@@ -519,7 +520,7 @@ def test_a_worker_started_late_imports_what_the_first_ones_did(tmp_path):
     stand-in modules, among them a `cuda` package without `cuda.bindings`). A worker started again after a
     case killed the last one must not inherit that: on the H200 such a worker could no longer import CuteDSL,
     and every cutedsl case it took was compiled again in the test process."""
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     (tmp_path / "looks_backend.py").write_text(DIES_OR_LOOKS)
     late = tmp_path / "late"
@@ -550,7 +551,7 @@ def test_collecting_only_starts_no_worker(pytester):
 def test_a_case_needed_now_jumps_the_queue():
     """A case the test process waits for goes first, even when it was queued long before (jobs of a test
     that never ran, a skipped one, would otherwise sit in front of it)."""
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     pool = ahead.AheadPool(0)  # no workers: the queue alone
     cases = [GemmCase("mm", m, 8, 8) for m in (1, 2, 3)]
@@ -564,7 +565,7 @@ def test_a_case_needed_now_jumps_the_queue():
 def test_a_tests_own_function_goes_with_its_queued_cases_only():
     import json
 
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     pool = ahead.AheadPool(0)  # no workers: the queue alone
     mine, other = [GemmCase("mm", m, 8, 8) for m in (1, 2)], GemmCase("mm", 3, 8, 8)
@@ -589,7 +590,7 @@ def test_two_tests_with_one_function_share_a_job_and_end_apart():
     """Two tests checking the same function on the same case: the second one's re-keyed job is the first
     one's, queued once; the second test ending leaves the first one's job queued (the first ending drops
     it: the second's vet then queues it again)."""
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     pool = ahead.AheadPool(0)  # no workers: the queue alone
     case, fn = GemmCase("mm", 5, 8, 8), {"digest": "abc", "code": "x"}
@@ -626,7 +627,7 @@ def test_a_function_seen_late_goes_again_with_the_cases_a_worker_already_compile
     ahead of later tests' cases, or the test would wait for each in turn (152 s of the H200 main job)."""
     import json
 
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     pool = ahead.AheadPool(0)  # no workers: the queue alone, a job taken as a worker would
     mine, later = [GemmCase("mm", m, 8, 8) for m in (1, 2, 3)], GemmCase("mm", 9, 8, 8)
@@ -666,7 +667,7 @@ def test_only_a_settled_unsupported_from_a_worker_stands():
     from torch._inductor.select_algorithm import AlgorithmSelectorCache
 
     from pytest_gemmguard._compat import inductor
-    from pytest_gemmguard.check import worker_found_unsupported
+    from pytest_gemmguard.run.check import worker_found_unsupported
 
     selector = AlgorithmSelectorCache()
     none_at_all = selector.create_no_valid_choices("mm", "No choices exist for backend.")
@@ -684,7 +685,7 @@ def test_only_a_settled_unsupported_from_a_worker_stands():
 
 
 def test_a_case_nobody_queued_is_told_apart_from_one_drawn_ahead():
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     pool = ahead.AheadPool(1)
     drawn, late = GemmCase("mm", 4, 8, 8, dtype="float32"), GemmCase("mm", 5, 8, 8, dtype="float32")
@@ -756,8 +757,8 @@ def test_the_same_case_queued_with_the_function_starts_after_its_bare_compile():
     once the bare compile ended; its time, mostly cache hits, is not taken as its kind's."""
     import threading
 
-    from pytest_gemmguard import travel
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.ahead import travel
+    from pytest_gemmguard.cases.case import GemmCase
 
     case = GemmCase("mm", 7, 9, 11, dtype="float32")
     pool = ahead.AheadPool(2)
@@ -789,7 +790,7 @@ def test_the_same_case_queued_with_the_function_starts_after_its_bare_compile():
 
 
 def test_a_wanted_case_is_marked_before_any_worker_can_choose():
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     pool = ahead.AheadPool(0)  # no workers: the queue alone
     case = GemmCase("mm", 3, 8, 8)
@@ -806,7 +807,7 @@ def test_a_function_compile_served_from_the_cache_reports_what_its_bare_compile_
     test's function then finds the autotuning cached and judges nothing: the bare compile's judgement is what
     the test gets, marked as judged in the case's own GEMM (H200 2026-12-04: a wrong TMA candidate failed a
     case in one core split and was lost in the other, where only the bare compile had autotuned)."""
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     pool = ahead.AheadPool(0)  # no workers: the queue alone, each job taken as a worker would
     wrong = {"name": "planted", "wrong": True}
@@ -874,9 +875,9 @@ def test_real_workers_the_wrong_candidate_a_bare_compile_judged_reaches_the_func
     """Real workers and compiles: a case compiled bare (a wrong candidate lost its autotuning), then with the
     test's function, which the caches serve; vet hands the test the bare compile's judgement. Without it the
     test process sees no candidate judged and the case passes."""
-    from pytest_gemmguard import travel
-    from pytest_gemmguard.candidates import CandidateResult
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.ahead import travel
+    from pytest_gemmguard.cases.case import GemmCase
+    from pytest_gemmguard.compile.candidates import CandidateResult
 
     module = tmp_path / "twin_wrong_backend.py"
     module.write_text(WRONG_CANDIDATE)
@@ -967,8 +968,8 @@ def test_the_session_sizes_the_pool_by_the_gpus_free_memory_once(monkeypatch):
     nothing where CUDA cannot say (no bound from it)."""
     import torch
 
-    from pytest_gemmguard.compile import Compiler
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.compile.compiler import Compiler
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     asked = []
 

@@ -54,6 +54,7 @@ BAD_FLAGS = {
     "--gemm-report-json": ("/proc/r.json", "--gemm-report-json='/proc/r.json': cannot be written"),
     "--gemm-report-md": ("/etc", "--gemm-report-md='/etc': cannot be written: /etc is a directory"),
     "--gemm-plots": ("/proc/p", "--gemm-plots='/proc/p': cannot be used as a directory"),
+    "--gemm-runtime-regression": ("lots", "--gemm-runtime-regression='lots': expected a fraction like '20%' or 0.2"),
 }
 
 
@@ -113,11 +114,12 @@ def test_env_ini_and_pyproject_values_are_checked_by_the_same_path(pytester, mon
 
 
 def test_a_backend_environment_setting_is_validated_where_it_is_read(monkeypatch):
+    from pytest_gemmguard.backends.settings import backend_env
     from pytest_gemmguard.errors import GemmUsageError
 
     monkeypatch.setenv("GEMMGUARD_CUTLASS_CONFIGS", "lots")
     with pytest.raises(GemmUsageError, match="environment GEMMGUARD_CUTLASS_CONFIGS='lots': must be an integer"):
-        validate.backend_env("GEMMGUARD_CUTLASS_CONFIGS", 2)
+        backend_env("GEMMGUARD_CUTLASS_CONFIGS", 2)
 
 
 def test_a_required_missing_baseline_is_an_error_and_an_optional_one_a_note(pytester):
@@ -146,8 +148,8 @@ def test_a_bad_decorator_argument_is_one_line_at_collection(pytester, decorator,
 
 def test_gemm_benchmark_and_the_strategy_use_the_same_validator():
     from pytest_gemmguard.bench.fixture import make_case
+    from pytest_gemmguard.cases.strategies import gemm_cases
     from pytest_gemmguard.errors import GemmUsageError
-    from pytest_gemmguard.strategies import gemm_cases
 
     with pytest.raises(GemmUsageError, match=r"gemm_benchmark\(layout=...\): unknown value 'foo'; valid: contiguous"):
         make_case("mm", (4, 4, 4), "float32", "none", "foo")
@@ -334,8 +336,8 @@ def test_a_report_a_full_disk_cannot_take_names_the_file_and_the_error_and_keeps
 
 
 def test_help_lists_every_backend_and_the_results_table_stays_aligned():
-    from pytest_gemmguard.report import results_table
-    from pytest_gemmguard.tally import Tally
+    from pytest_gemmguard.report.table import results_table
+    from pytest_gemmguard.report.tally import Tally
 
     help_text = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True).stdout
     assert "cutedsl[quack]" in help_text

@@ -16,7 +16,7 @@ PLANT = """
 import torch
 from torch._inductor import select_algorithm
 
-from pytest_gemmguard import provenance
+from pytest_gemmguard.backends import provenance
 
 PLANTS = {plants}  # name suffix -> (relative error, the timing it reports in ms)
 
@@ -184,7 +184,7 @@ def test_blame_is_tried_only_where_exactly_one_entry_with_candidates_covers_the_
 
 def test_blame_patterns_come_from_the_one_covering_entry_that_names_candidates(tmp_path):
     from pytest_gemmguard import known
-    from pytest_gemmguard.cases import GemmCase
+    from pytest_gemmguard.cases.case import GemmCase
 
     case = GemmCase(op="mm", m=8, n=16, k=32, dtype="float32", layout="contiguous")
     versions = known.installed_versions(("torch",))

@@ -14,7 +14,8 @@ import math
 import pytest
 import torch
 
-from pytest_gemmguard import candidates, oracle
+from pytest_gemmguard import oracle
+from pytest_gemmguard.compile import candidates
 
 PLANT = """
 import torch
@@ -187,7 +188,7 @@ def planted(tmp_path, monkeypatch):
 def test_the_api_checks_each_candidate_on_the_case_inputs_and_round_trips_as_json(planted, tmp_path):
     """What a compile-ahead worker calls around its own compile, and sends back as JSON."""
     from pytest_gemmguard import backends
-    from pytest_gemmguard.compile import Compiler, run_checked
+    from pytest_gemmguard.compile.compiler import Compiler, run_checked
 
     torch.manual_seed(0)
     a, b = torch.randn(8, 32), torch.randn(32, 16)
@@ -238,11 +239,11 @@ def test_a_call_that_reuses_the_compile_fails_on_its_wrong_candidate_again(plant
     Another case that reuses the compile (other values, same shape) is not failed by them: they were judged
     on the first case's inputs, and that case reported them (on the H200 a dynamic-shape compile served 30
     cases, and each was failed with the first one's candidate until this held)."""
-    from pytest_gemmguard.cases import GemmCase
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.cases.case import GemmCase
+    from pytest_gemmguard.compile.compiler import Compiler
     from pytest_gemmguard.errors import CandidateMismatch
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     compiler = Compiler(cache_dir=str(tmp_path / "cache"))
     session = GemmSession(compiler, Options(repro_dir=str(tmp_path / "repro")))
@@ -285,7 +286,7 @@ def test_without_the_confirming_compile_that_benchmark_only_error_would_fail_the
     conftest = (
         PLANT.format(skew=0.0, bench_skew=0.01, tag="noconfirm")
         + """
-from pytest_gemmguard import confirm
+from pytest_gemmguard.crosscheck import confirm
 
 _real_confirm, _plant_unconfigure = confirm._confirm, pytest_unconfigure
 confirm._confirm = lambda *args, **kwargs: ("wrong", 99.0, "")

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from pytest_gemmguard import backends
-from pytest_gemmguard.cases import GemmCase, build_inputs, case_function
-from pytest_gemmguard.compile import Compiler, run_checked
+from pytest_gemmguard.cases.case import GemmCase, build_inputs, case_function
+from pytest_gemmguard.cases.ops import OPS
+from pytest_gemmguard.compile.compiler import Compiler, run_checked
 from pytest_gemmguard.errors import Unsupported
-from pytest_gemmguard.ops import OPS
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_user_cache_is_never_touched(monkeypatch, tmp_path):
 
 
 def test_ops_named_inside_strings_are_not_launches():
-    from pytest_gemmguard.provenance import parse_launches
+    from pytest_gemmguard.backends.provenance import parse_launches
 
     code = """def call(self, args):
         buf0 = torch.ops.mkl._mkl_linear.default(arg2_1, _frozen_param4, _frozen_param3, None, 16)
@@ -145,8 +145,8 @@ def test_frozen_weights_that_differ_only_in_storage_offset_are_not_shared(compil
 
 def test_every_weight_layout_can_be_keyed_for_freezing():
     """A 1x1 strided weight counts as contiguous in torch yet has stride 2: keying it once crashed."""
-    from pytest_gemmguard.cases import LAYOUTS
-    from pytest_gemmguard.frozen import content_key as _content_key
+    from pytest_gemmguard.cases.case import LAYOUTS
+    from pytest_gemmguard.compile.frozen import content_key as _content_key
 
     for layout in LAYOUTS:
         for n, k in ((1, 1), (1, 3), (3, 1), (4, 5)):
@@ -159,8 +159,8 @@ def test_a_frozen_weight_compile_never_serves_the_same_values_stored_otherwise(t
     torch 2.13: a CPP template bug) to the same values stored compactly, failing a contiguous case whose
     own compile is right. With the cache on (the old setting) the second check below fails."""
     from pytest_gemmguard.errors import GemmMismatch
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     session = GemmSession(Compiler(), Options(repro_dir=str(tmp_path)))
     offset = GemmCase("mm", 10, 1, 1, dtype="bfloat16", layout="offset", seed=20261130)

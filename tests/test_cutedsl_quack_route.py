@@ -13,11 +13,11 @@ from pytest_gemmguard import backends
 from pytest_gemmguard.backends import cutedsl_quack
 from pytest_gemmguard.backends.base import Probe
 from pytest_gemmguard.backends.cpp import CppBackend
-from pytest_gemmguard.cases import GemmCase
-from pytest_gemmguard.compile import Compiler
+from pytest_gemmguard.cases.case import GemmCase
+from pytest_gemmguard.compile.compiler import Compiler
 from pytest_gemmguard.errors import GemmMismatch, Unsupported
-from pytest_gemmguard.gemm import Gemm
-from pytest_gemmguard.session import GemmSession, Options
+from pytest_gemmguard.run.gemm import Gemm
+from pytest_gemmguard.run.session import GemmSession, Options
 
 ROUTE = "cpu-quack-route"
 PRIMARY = "cpu-cpp-then-quack"
@@ -164,7 +164,7 @@ def test_cutedsl_without_nvgemm_is_the_quack_route_alone():
     """On a machine with quack but no NVGEMM provider, cutedsl resolves to the quack route: it compiles
     with the route's pass, claims the route's kernel, and has no fallback left to try."""
     from pytest_gemmguard.backends.cutedsl import CuteDslBackend
-    from pytest_gemmguard.provenance import KernelLaunch
+    from pytest_gemmguard.backends.provenance import KernelLaunch
 
     resolved = CuteDslBackend()
     assert resolved.fallback == "cutedsl[quack]"

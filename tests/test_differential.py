@@ -11,8 +11,8 @@ PLANTED = '''
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
-import pytest_gemmguard.differential as differential
 from pytest_gemmguard import backends
+from pytest_gemmguard.crosscheck import differential
 from pytest_gemmguard.backends.aten import AtenBackend
 
 
@@ -125,7 +125,7 @@ def test_a_failure_other_backends_share_reads_wrong_like_them(pytester):
 
 
 def test_classification_and_lines():
-    from pytest_gemmguard.differential import Other, classify, report_lines
+    from pytest_gemmguard.crosscheck.differential import Other, classify, report_lines
 
     ok, wrong = Other("aten", "ok", 0.31), Other("cpp", "wrong", 7.0)
     unsup = Other("triton", "unsupported", detail="Inductor found no valid choice")

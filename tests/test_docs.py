@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gemmguard import validate
+from pytest_gemmguard import parsers, validate
+from pytest_gemmguard.backends.settings import BACKEND_ENV
 from pytest_gemmguard.validate import Setting
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +93,7 @@ def test_the_options_reference_is_the_settings_table(site):
         row = next(r for r in table_rows(page) if len(r) == 6 and [*r[:4], r[5]] == expected_row(s))
         assert row[4] == _hook().default_text(s).strip("`"), s.name
     # Drift must show: a setting the page does not have, and one whose help changed since the build.
-    planted = Setting("planted", validate.text, None, "a setting added after the build", flag="--gemm-planted")
+    planted = Setting("planted", parsers.text, None, "a setting added after the build", flag="--gemm-planted")
     changed = Setting(**{**vars(validate.CORE[0]), "help": "a help text that changed"})
     assert undocumented([planted, changed], page) == ["planted", "backends"]
 
@@ -105,7 +106,7 @@ def test_every_gemmguard_variable_is_on_the_environment_page(site):
             if path.suffix in (".py", ".yml", ".yaml", ".sh"):
                 read |= set(re.findall(r"GEMMGUARD_[A-Z0-9_]*[A-Z0-9]", path.read_text()))
     read.discard("GEMMGUARD_EOF")  # a heredoc delimiter of github/commands.py, not a variable
-    assert {s.env for s in SETTINGS if s.env} | set(validate.BACKEND_ENV) <= read
+    assert {s.env for s in SETTINGS if s.env} | set(BACKEND_ENV) <= read
     missing = sorted(name for name in read if name not in page)
     assert missing == [], f"not on docs/reference/environment.md: {missing}"
     assert "GEMMGUARD_PLANTED_NEW" not in page  # a variable added to the code alone would be missing

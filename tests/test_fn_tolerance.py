@@ -11,10 +11,11 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_gemmguard import fn_tolerance, oracle
-from pytest_gemmguard.cases import GemmCase, build_inputs
-from pytest_gemmguard.ops import DTYPES, gemm_out_dtype
-from pytest_gemmguard.strategies import gemm_cases
+from pytest_gemmguard import oracle
+from pytest_gemmguard.cases.case import GemmCase, build_inputs
+from pytest_gemmguard.cases.ops import DTYPES, gemm_out_dtype
+from pytest_gemmguard.cases.strategies import gemm_cases
+from pytest_gemmguard.oracle import function as fn_tolerance
 
 H200_CASE = GemmCase("mm", 24, 40, 1, dtype="tf32", layout="transposed_ab", epilogue="sigmoid+tanh", seed=11)
 

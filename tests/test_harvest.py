@@ -24,7 +24,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_gemmguard import GemmUsageError, harvest_gemms
 from pytest_gemmguard.__main__ import main
-from pytest_gemmguard.cases import LAYOUTS, GemmCase, build_inputs, case_function
+from pytest_gemmguard.cases.case import LAYOUTS, GemmCase, build_inputs, case_function
 from pytest_gemmguard.harvest import (
     HarvestWarning,
     cases_for,
@@ -36,7 +36,7 @@ from pytest_gemmguard.harvest import (
     storage_of,
     to_json_text,
 )
-from pytest_gemmguard.space import case_space
+from pytest_gemmguard.run.decorator import gemm_case_space
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -400,21 +400,21 @@ def test_a_corrupt_or_foreign_file_is_one_clear_line(tmp_path, content, message)
         load_harvest(path)
     assert message in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(GemmUsageError, match="harvest file"):
-        case_space("@gemm_case", harvested=str(path))
+        gemm_case_space("@gemm_case", harvested=str(path))
 
 
 def test_gemm_case_harvested_arguments_are_validated():
     with pytest.raises(GemmUsageError, match=r"around=\.\.\.\) goes with harvested="):
-        case_space("@gemm_case", around=True)
+        gemm_case_space("@gemm_case", around=True)
     with pytest.raises(GemmUsageError, match="drop ops="):
-        case_space("@gemm_case", harvested=[], ops=["mm"])
+        gemm_case_space("@gemm_case", harvested=[], ops=["mm"])
     with pytest.raises(GemmUsageError, match="the harvest holds no GEMM"):
-        case_space("@gemm_case", harvested=[])
+        gemm_case_space("@gemm_case", harvested=[])
     with pytest.raises(GemmUsageError, match="does not exist"):
-        case_space("@gemm_case", harvested="nowhere.json")
+        gemm_case_space("@gemm_case", harvested="nowhere.json")
     with torch.device("meta"):
         harvest = _harvest_quietly(models.toy_moe(), torch.empty(24, 16, device="meta"))
-    spec = case_space("@gemm_case", harvested=harvest, around=True, max_examples=4)
+    spec = gemm_case_space("@gemm_case", harvested=harvest, around=True, max_examples=4)
     assert spec.cases == tuple(cases_for(harvest, around=True)) and spec.max_examples == 4
 
 

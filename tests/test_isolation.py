@@ -1,4 +1,4 @@
-"""A backend leaves the process as it found it: plant a backend that changes everything isolation.py watches
+"""A backend leaves the process as it found it: plant a backend that changes everything compile/isolation.py watches
 (sys.path with a shadowing module, the environment, Inductor config outside a patch) and undoes nothing,
 then show that the next backend's verdict is the one it gets alone and the process is back as it was; and,
 with the compiler's clean-up taken out, that the same check fails."""
@@ -10,15 +10,16 @@ import pytest
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
-from pytest_gemmguard import backends, isolation
+from pytest_gemmguard import backends
 from pytest_gemmguard._compat import inductor
 from pytest_gemmguard.backends.aten import AtenBackend
-from pytest_gemmguard.cases import GemmCase
-from pytest_gemmguard.check import check
-from pytest_gemmguard.compile import Compiler
+from pytest_gemmguard.cases.case import GemmCase
+from pytest_gemmguard.compile import isolation
+from pytest_gemmguard.compile.compiler import Compiler
 from pytest_gemmguard.errors import GemmMismatch, Unsupported
-from pytest_gemmguard.gemm import Gemm
-from pytest_gemmguard.session import GemmSession, Options
+from pytest_gemmguard.run.check import check
+from pytest_gemmguard.run.gemm import Gemm
+from pytest_gemmguard.run.session import GemmSession, Options
 
 CASE = GemmCase("mm", 5, 7, 9)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
-from pytest_gemmguard import kernel_swap
+from pytest_gemmguard.backends import kernel_swap
 
 UNARY = {"relu": torch.relu, "gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu,
          "sigmoid": torch.sigmoid, "tanh": torch.tanh}  # fmt: skip
@@ -126,11 +126,11 @@ def test_a_refused_gemm_says_why_in_the_verdict():
     from pytest_gemmguard import backends
     from pytest_gemmguard.backends.base import Probe
     from pytest_gemmguard.backends.own_kernel import OwnKernelBackend
-    from pytest_gemmguard.cases import GemmCase
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.cases.case import GemmCase
+    from pytest_gemmguard.compile.compiler import Compiler
     from pytest_gemmguard.errors import Unsupported
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     module = stand_in()
     module.takes = lambda a, b, **kw: "operands of this test never fit"

@@ -72,7 +72,7 @@ def user_file(backend: str, n: int, fused: bool = True) -> str:
 # the last row of a GEMM whose M is not a multiple of 16 comes out zero.
 PLANTED = """
 import pytest
-from pytest_gemmguard import kernel_swap
+from pytest_gemmguard.backends import kernel_swap
 
 @pytest.fixture(autouse=True)
 def ragged_row_bug():

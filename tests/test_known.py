@@ -17,7 +17,7 @@ from importlib.metadata import version as dist_version
 import pytest
 
 from pytest_gemmguard import known as kn
-from pytest_gemmguard.cases import GemmCase
+from pytest_gemmguard.cases.case import GemmCase
 from pytest_gemmguard.errors import GemmUsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,7 +57,7 @@ def case(op="linear", m=5, n=6, k=130, dtype="float32", layout="offset", epilogu
 
 
 def test_known_module_imports_no_torch(tmp_path):
-    # The plugin reads the file when pytest starts: known.py (and what it imports) must not pull in torch.
+    # The plugin reads the file when pytest starts: known/ (and what it imports) must not pull in torch.
     # The package __init__ imports torch today, so a bare package stands in for it.
     path = write(tmp_path, GOOD_ENTRY)
     code = f"""
@@ -657,7 +657,7 @@ def test_an_entry_that_names_candidates_is_xpass_only_where_they_ran_and_were_ri
 
 def test_at_1x1x1_the_dense_layouts_are_the_same_tensors():
     # Why the NVGEMM entry may list four layouts for one observed case: their inputs are identical.
-    from pytest_gemmguard.cases import build_inputs
+    from pytest_gemmguard.cases.case import build_inputs
 
     def inputs(layout):
         args = build_inputs(case(op="mm", m=1, n=1, k=1, dtype="bfloat16", layout=layout), "cpu").args
@@ -690,10 +690,10 @@ PUBLISHED_FINDINGS = "https://github.com/gemmguard/gemmguard/blob/main/docs/find
 
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None, reason="the CPP backend needs g++")
 def test_the_real_cpp_failure_is_explained_and_its_contiguous_twin_is_not_counted(shipped, tmp_path):
-    from pytest_gemmguard.compile import Compiler
+    from pytest_gemmguard.compile.compiler import Compiler
     from pytest_gemmguard.errors import GemmMismatch
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     if dist_version("torch").split("+")[0] != "2.13.0":
         pytest.skip("the CPP offset bug was measured on torch 2.13.0")

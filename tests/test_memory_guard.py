@@ -1,5 +1,5 @@
 """Issue 41: a case too large for the machine is refused before its inputs are allocated, in one line that says
-what it needs, what is free and how to allow it (memory.py, --gemm-memory-limit). Before the guard, an mm of
+what it needs, what is free and how to allow it (cases/memory.py, --gemm-memory-limit). Before the guard, an mm of
 65536^3 float32 on aten allocated 20 GB in 79 s with no message before it was killed: here the same case must
 fail in seconds, on both CPU backends and through gemm_benchmark, without the process's memory growing."""
 

@@ -7,10 +7,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_gemmguard import fn_tolerance, oracle
-from pytest_gemmguard.cases import CaseInputs, GemmCase, build_inputs, case_function
-from pytest_gemmguard.ops import DTYPES, OPS, apply_chain
-from pytest_gemmguard.strategies import gemm_cases
+from pytest_gemmguard import oracle
+from pytest_gemmguard.cases.case import CaseInputs, GemmCase, build_inputs, case_function
+from pytest_gemmguard.cases.ops import DTYPES, OPS, apply_chain
+from pytest_gemmguard.cases.strategies import gemm_cases
+from pytest_gemmguard.oracle import function as fn_tolerance
 
 
 def _eager(case):

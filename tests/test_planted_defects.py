@@ -107,9 +107,10 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester,
     """The repro needs torch only: run it in a fresh interpreter, without the plugin on the path."""
     import torch
 
-    from pytest_gemmguard import backends, oracle, repro
-    from pytest_gemmguard.cases import GemmCase
-    from pytest_gemmguard.gemm import Gemm
+    from pytest_gemmguard import backends, oracle
+    from pytest_gemmguard.cases.case import GemmCase
+    from pytest_gemmguard.report import repro
+    from pytest_gemmguard.run.gemm import Gemm
 
     case = GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")
     wrong = oracle.Verdict(False, 9.0, 1.0, oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-30, 1, 35))
@@ -169,12 +170,12 @@ def test_a_failure_that_eager_shares_says_so_and_is_counted_apart():
     where the backend is within 2x of eager, what to do: whose bug it may be, and the known-failures entry that
     keeps the gate green meanwhile. A backend far beyond eager is told it has an error of its own."""
     from pytest_gemmguard import oracle
-    from pytest_gemmguard.cases import GemmCase
-    from pytest_gemmguard.compile import CallRecord
-    from pytest_gemmguard.failure import failure_report
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.report import results_table
-    from pytest_gemmguard.tally import Tally
+    from pytest_gemmguard.cases.case import GemmCase
+    from pytest_gemmguard.compile.compiler import CallRecord
+    from pytest_gemmguard.report.failure import failure_report
+    from pytest_gemmguard.report.table import results_table
+    from pytest_gemmguard.report.tally import Tally
+    from pytest_gemmguard.run.gemm import Gemm
 
     case = GemmCase("mm", 4, 4, 4)
     mismatch = oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-6, 1, 16)

@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from pytest_gemmguard.cases import GemmCase
-from pytest_gemmguard.compile import Compiler
+from pytest_gemmguard.cases.case import GemmCase
+from pytest_gemmguard.cases.precision import math_precision
+from pytest_gemmguard.compile.compiler import Compiler
 from pytest_gemmguard.errors import Unsupported
-from pytest_gemmguard.gemm import Gemm
-from pytest_gemmguard.precision import math_precision
-from pytest_gemmguard.session import GemmSession, Options
+from pytest_gemmguard.run.gemm import Gemm
+from pytest_gemmguard.run.session import GemmSession, Options
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_a_user_on_the_new_tf32_api_is_not_broken():
 
     code = (
         "import torch\n"
-        "from pytest_gemmguard.precision import math_precision\n"
+        "from pytest_gemmguard.cases.precision import math_precision\n"
         "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
         "with math_precision('float32'):\n"
         "    assert torch.backends.cuda.matmul.fp32_precision == 'ieee'\n"

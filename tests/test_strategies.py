@@ -4,11 +4,11 @@ import pytest
 import torch
 from hypothesis import find, given, settings
 
-from pytest_gemmguard.cases import LAYOUTS, GemmCase, build_inputs
-from pytest_gemmguard.ops import OPS, STEPS, default_dtypes, op_takes
-from pytest_gemmguard.session import Options
-from pytest_gemmguard.space import CaseSpace
-from pytest_gemmguard.strategies import PRIMES, gemm_cases, regime_tour
+from pytest_gemmguard.cases.case import LAYOUTS, GemmCase, build_inputs
+from pytest_gemmguard.cases.ops import OPS, STEPS, default_dtypes, op_takes
+from pytest_gemmguard.cases.space import CaseSpace
+from pytest_gemmguard.cases.strategies import PRIMES, gemm_cases, regime_tour
+from pytest_gemmguard.run.session import Options
 
 
 def _regimes(cases):
@@ -139,7 +139,7 @@ def test_draws(gemm):
 
 # The draws are under test, not the GEMMs: check() only counts the call (an example with none is an error).
 COUNTING_CHECK = """
-from pytest_gemmguard.gemm import Gemm
+from pytest_gemmguard.run.gemm import Gemm
 
 
 def _counted(self, fn=None):
@@ -155,9 +155,9 @@ def test_a_seed_draws_the_same_cases_whatever_modules_are_loaded(pytester, tmp_p
     loads more of them as it goes (gemmguard's own modules, generated code), so the draw made beforehand for
     compile-ahead and the test's own draw with the same seed could part (on the H200 from `test_any`'s 10th
     example). Both draw without those literals: the cases are the seed's alone."""
-    from pytest_gemmguard.explore import SHARED, _drawn
-    from pytest_gemmguard.space import case_space
-    from pytest_gemmguard.strategies import cases_in
+    from pytest_gemmguard.cases.space import case_space
+    from pytest_gemmguard.cases.strategies import cases_in
+    from pytest_gemmguard.run.plan import SHARED, _drawn
 
     (tmp_path / "magic").mkdir()
     (tmp_path / "magic" / "magic_sizes.py").write_text(MAGIC)
@@ -184,7 +184,7 @@ def test_the_tour_never_repeats_a_case(device, narrowed):
     """A space of `mm` alone cannot take float8: waiting to visit it made the tour cycle to three times its
     rows, and 12 of 18 cases on the GPU (6 on the CPU) were repeats, each spending an example of the budget
     on a case already checked (and counting again as verified)."""
-    from pytest_gemmguard.space import case_space
+    from pytest_gemmguard.cases.space import case_space
 
     space = case_space("t", **narrowed)
     tour = regime_tour(space, device)

@@ -5,6 +5,7 @@ read, and an adapter per third-party internal that fails loudly when the interna
 import ast
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,12 +20,22 @@ def _modules():
     return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def _imports(path: pathlib.Path) -> set[str]:
-    """Every module a file imports, at any depth, resolved against the package."""
+def _imports(path: pathlib.Path, root: pathlib.Path = PACKAGE, runtime: bool = False) -> set[str]:
+    """Every module a file imports, at any depth, resolved against the package; `runtime`: leaving out what only a
+    type checker reads (`if TYPE_CHECKING:`), which never runs."""
     tree = ast.parse(path.read_text())
-    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    package = ".".join(path.relative_to(root.parent).with_suffix("").parts[:-1])
+    if path.name == "__init__.py":  # a package's own relative imports start from the package itself
+        package = ".".join(path.relative_to(root.parent).parts[:-1])
+    unread = set()
+    if runtime:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                unread |= {id(n) for statement in node.body for n in ast.walk(statement)}
     found = set()
     for node in ast.walk(tree):
+        if id(node) in unread:
+            continue
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -35,6 +46,70 @@ def _imports(path: pathlib.Path) -> set[str]:
             found.add(base)
             found |= {f"{base}.{a.name}" for a in node.names}
     return found
+
+
+def _module_name(path: pathlib.Path, root: pathlib.Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycles(root: pathlib.Path = PACKAGE) -> list[list[str]]:
+    """The cycles among a package's modules: each a list of modules that import one another, directly or round a
+    loop, by imports that run (at a module's top or inside a function; `if TYPE_CHECKING:` never runs). An import
+    of `a.b.c` counts as one of the module `a.b.c` (a package's own `__init__` where that is all it names)."""
+    paths = {_module_name(p, root): p for p in root.rglob("*.py") if "__pycache__" not in p.parts}
+
+    def resolve(name: str) -> str | None:
+        parts = name.split(".")
+        while parts and ".".join(parts) not in paths:
+            parts.pop()
+        return ".".join(parts) or None
+
+    graph = {m: {r for n in _imports(p, root, runtime=True) if (r := resolve(n)) and r != m} for m, p in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycle_among_gemmguard_modules():
+    """Each concept's folder imports only what sits below it, so a module can be read (and moved) without the one
+    that imports it: a cycle means two modules that are one concept, or one that reaches up."""
+    assert import_cycles() == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in import_cycles())
+
+
+def test_a_planted_import_cycle_is_found(tmp_path):
+    """The check above can fail: a copy of the package where errors.py, at the bottom, imports the plugin."""
+    copy = tmp_path / "pytest_gemmguard"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    errors = copy / "errors.py"
+    errors.write_text(errors.read_text() + "\n\ndef _late():\n    from . import plugin  # noqa: F401\n")
+    (cycle,) = [c for c in import_cycles(copy) if "pytest_gemmguard.errors" in c]
+    assert {"pytest_gemmguard.errors", "pytest_gemmguard.plugin"} <= set(cycle)
+    # Only for a type checker: not a cycle (it never runs).
+    errors.write_text(errors.read_text().replace("def _late():\n", "if TYPE_CHECKING:\n"))
+    assert not [c for c in import_cycles(copy) if "pytest_gemmguard.errors" in c]
 
 
 def test_loading_both_plugins_imports_no_torch():

@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_gemmguard import GemmUsageError, gemm_case
-from pytest_gemmguard.space import case_space
+from pytest_gemmguard.cases.space import case_space
 
 SIMPLE = """
 from pytest_gemmguard import gemm_case

@@ -1,5 +1,5 @@
-"""Verdicts on a change (verdicts.py, proposals.py): a run's record, the head judged against the base's record
-(pre-existing, new, fixed, coverage lost), the comparison command, and entries proposed from a record.
+"""Verdicts on a change (known/verdicts.py, known/proposals.py): a run's record, the head judged against the
+base's record (pre-existing, new, fixed, coverage lost), the comparison command, and entries proposed from a record.
 
 The end-to-end runs use torch's real CPP offset-weight bug as the upstream bug nobody in a pull request can act
 on (the shipped entries switched off, so it shows as a failure), and plant the new defects in a conftest."""
@@ -13,8 +13,9 @@ import sys
 import pytest
 from actrun import plants
 
-from pytest_gemmguard import known, proposals, verdicts
+from pytest_gemmguard import known
 from pytest_gemmguard.errors import GemmUsageError
+from pytest_gemmguard.known import proposals, verdicts
 
 MM = "mm 8×16×32 float32 contiguous epilogue=none"
 LIN = "linear 5×6×130 float32 offset epilogue=none"

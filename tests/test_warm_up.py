@@ -20,7 +20,7 @@ LOG = os.environ["GG_WARM_LOG"]
 
 def in_worker():
     main = getattr(sys.modules["__main__"], "__spec__", None)
-    return main is not None and main.name == "pytest_gemmguard.ahead_worker"
+    return main is not None and main.name == "pytest_gemmguard.ahead.worker"
 
 
 def note(what):

@@ -1,5 +1,6 @@
 """mkdocs hook: the options reference and the environment variables page are generated from gemmguard's one
-settings table (`pytest_gemmguard.validate`: CORE, BENCH, BACKEND_ENV) when the site is built, so a setting
+settings table (`pytest_gemmguard.validate`: CORE, BENCH; the backends' own environment variables,
+`pytest_gemmguard.backends.settings`: BACKEND_ENV) when the site is built, so a setting
 added, renamed or re-defaulted there shows in the docs without anyone editing them.
 
 A page asks for a table with a marker line of its own: `<!-- settings: options -->` or
@@ -13,7 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_gemmguard import validate
+from pytest_gemmguard import parsers, validate
+from pytest_gemmguard.backends.settings import BACKEND_ENV
 from pytest_gemmguard.validate import Setting
 
 MARKER = re.compile(r"^<!-- settings: ([a-z]+) -->$", re.M)
@@ -30,9 +32,9 @@ def _cell(text: str) -> str:
 def default_text(s: Setting) -> str:
     """The default as a user would write it (`on`, `600`, `auto`), or `-` where the setting is unset."""
     value = s.default
-    if s.parse is validate.on_off:
+    if s.parse is parsers.on_off:
         return _code("on" if value else "off")
-    if value is None and s.parse is validate.workers:
+    if value is None and s.parse is parsers.workers:
         return _code("auto")  # workers() reads 'auto' as None: decided per backend when the run starts
     if s.is_flag or value is None:
         return "-"
@@ -80,7 +82,7 @@ def render(kind: str, page: str = "") -> str:
         bench = options_table(validate.BENCH)
         return f"### Checking (`gemmguard`)\n\n{core}\n\n### Measuring (`gemmguard_bench`)\n\n{bench}"
     if kind == "environment":
-        return environment_table(settings, validate.BACKEND_ENV)
+        return environment_table(settings, BACKEND_ENV)
     raise ValueError(f"{page}: unknown settings marker {kind!r} (options or environment)")
 
 

@@ -5,8 +5,8 @@
 - `NoValidChoicesError`, named by type through Dynamo's and Inductor's exception wrappers;
 - the CUDA code cache's `compile` classmethod (`CUTLASSCodeCache` or `CUDACodeCache`), wrapped to time nvcc;
 - `torch._functorch.config.enable_autograd_cache`, switched off with Inductor's FX graph cache;
-- `torch._inductor.config` read and written key by key (`get_config_copy`, dotted `setattr`), for isolation.py.
-- autotuning's choices (candidates.py): the algorithm selector's list of preprocessing functions, which
+- `torch._inductor.config` read and written key by key (`get_config_copy`, dotted `setattr`), for compile/isolation.py.
+- autotuning's choices (compile/candidates.py): the algorithm selector's list of preprocessing functions, which
   sees every `ChoiceCaller` of a selection at lowering time (`V.graph.current_node` is the FX node being
   lowered), and `ChoiceCaller.benchmark(*inputs, out=...)`, which in-process autotuning calls once per
   choice with Inductor's example tensors.
@@ -248,7 +248,7 @@ def set_compile_threads(threads: int) -> None:
         cache_clear()
 
 
-# ---------------------------------------------------------------- autotuning's choices (candidates.py)
+# ---------------------------------------------------------------- autotuning's choices (compile/candidates.py)
 
 
 @dataclass(frozen=True)
@@ -317,7 +317,7 @@ def watched_choices(on_choices: Callable[[str, dict[str, Any], list[Any]], None]
 def only_choices(keep: Callable[[str, Any], bool]) -> Iterator[list[int]]:
     """Inside the block, every autotune selection offering a choice that `keep(op, choice)` accepts is cut down
     to those choices; left with one, Inductor takes it without benchmarking. So a compile picks a given
-    candidate (confirm.py). Yields a list that gets, per selection cut, how many choices it kept."""
+    candidate (crosscheck/confirm.py). Yields a list that gets, per selection cut, how many choices it kept."""
     cut: list[int] = []
 
     def narrow(op: str, kwargs: dict[str, Any], choices: list[Any]) -> list[Any]:

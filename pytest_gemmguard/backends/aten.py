@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..provenance import LIBRARY_GEMMS, KernelLaunch
 from .base import Backend, Probe
+from .provenance import LIBRARY_GEMMS, KernelLaunch
 
 
 class AtenBackend(Backend):

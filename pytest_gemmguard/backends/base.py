@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..provenance import KernelLaunch
+from .provenance import KernelLaunch
 
 # Where the one GPU install path is written down; every GPU probe's fix points there.
 GPU_INSTALL = "README, GPU install"
@@ -59,7 +59,7 @@ class Backend:
         """Set up what the process needs before compiling through this backend (an environment variable, a
         timing hook); returns the undo, which the compiler calls whenever it switches to another backend and
         when the session ends (and prepares again when this backend runs again), so the backend leaves the
-        process as it found it. What compiles change besides is the compiler's to take out (isolation.py)."""
+        process as it found it. What compiles change besides is the compiler's to take out (compile/isolation.py)."""
         return None
 
     def warm_up(self) -> Callable[[], None] | None:
@@ -76,7 +76,7 @@ class Backend:
     def parallel_builds(self) -> int:
         """How many of one autotuning's builds run in an outside compiler (nvcc: a process each, the
         Python thread that started it waiting), and so side by side where Inductor has as many compile
-        threads. A compile-ahead worker gets that many for this backend's cases (ahead_policy.job_threads)."""
+        threads. A compile-ahead worker gets that many for this backend's cases (ahead/policy.py's job_threads)."""
         return 1
 
     def inductor_options(self) -> dict[str, Any]:

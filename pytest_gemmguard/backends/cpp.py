@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
-from ..provenance import KernelLaunch
 from .base import Backend, Probe
+from .provenance import KernelLaunch
 
 
 class CppBackend(Backend):
@@ -30,7 +30,7 @@ class CppBackend(Backend):
         # graph cache is off: it served a graph compiled for a weight with a storage offset (wrong, a torch
         # 2.13 bug) to the same values stored compactly, so the bug showed up on a contiguous case whose
         # own compile is right. gemmguard reuses frozen compiles itself, keyed by the weight's content and
-        # layout (compile.py), which is all the reuse that is sound here.
+        # layout (compile/compiler.py), which is all the reuse that is sound here.
         return {**super().inductor_options(), "freezing": True, "fx_graph_cache": False}
 
     def claims(self, launch: KernelLaunch) -> bool:

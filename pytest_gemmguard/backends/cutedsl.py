@@ -23,9 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._compat import inductor
-from ..provenance import KernelLaunch
-from ..validate import backend_env
 from .base import GPU_INSTALL, Backend, Probe, cuda_probe, gpu_detail, missing_module
+from .provenance import KernelLaunch
+from .settings import backend_env
 
 _KERNEL_CLASS = re.compile(r"\b(Sm\d+\w*(?:Gemm|Kernel)\w*)")
 _KERNEL_BY_NAME = re.compile(r"get_kernel_by_name\(\s*['\"]([^'\"]+)['\"]")

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from ..provenance import KernelLaunch
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
+from .provenance import KernelLaunch
 
 if TYPE_CHECKING:
     import torch

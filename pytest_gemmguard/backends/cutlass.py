@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._compat import inductor
-from ..provenance import KernelLaunch
-from ..validate import backend_env
 from .base import GPU_INSTALL, Backend, Probe, cuda_probe, gpu_detail, missing_module
+from .provenance import KernelLaunch
+from .settings import backend_env
 
 DEFAULT_CONFIGS = 2
 BUILD_S = 0.5

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import kernel_swap
-from ..provenance import KernelLaunch
+from . import kernel_swap
 from .base import Backend, Probe
+from .provenance import KernelLaunch
 
 
 class OwnKernelBackend(Backend):

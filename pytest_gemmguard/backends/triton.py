@@ -25,9 +25,9 @@ import re
 from typing import Any
 
 from .._compat import inductor
-from ..provenance import KernelLaunch
-from ..validate import backend_env
 from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
+from .provenance import KernelLaunch
+from .settings import backend_env
 
 _CONFIG_ARG = re.compile(r"'(BLOCK_M|BLOCK_N|BLOCK_K|GROUP_M|NUM_SMS)': (\d+)")
 _NUM = re.compile(r"\b'?(num_warps|num_stages)'?(?:=|: )(\d+)")

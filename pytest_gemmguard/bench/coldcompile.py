@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ahead_worker import resolve_backend
+from ..ahead.worker import resolve_backend
 
 # torch timer names -> the phase they measure (values are summed per phase).
 PHASES = {
@@ -73,10 +73,10 @@ def _resolve_fn(job: dict) -> Any:
 def _compile_once(job: dict, cache_dir: str) -> tuple[float, dict[str, float], list[str]]:
     import torch
 
-    from ..cases import GemmCase, build_inputs, case_function
-    from ..compile import Compiler, run_checked
-    from ..ops import OPS
-    from ..precision import math_precision
+    from ..cases.case import GemmCase, build_inputs, case_function
+    from ..cases.ops import OPS
+    from ..cases.precision import math_precision
+    from ..compile.compiler import Compiler, run_checked
 
     case = GemmCase(**job["case"])
     backend = resolve_backend(job)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..ops import DTYPES
+from ..cases.ops import DTYPES
 from .budget import Budget
 from .gpu_lock import gpu_lock
 from .measurement import Measurement

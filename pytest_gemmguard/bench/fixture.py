@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import backends
-from ..cases import GemmCase
+from ..cases.case import GemmCase
 from ..errors import GemmBudgetError, GemmInconclusive, GemmUsageError
 from .budget import Budget, check
 from .context import BenchContext
@@ -42,7 +42,7 @@ class GemmBenchmark:
         epilogue: str = "none",
         layout: str = "contiguous",
     ) -> Measurement:
-        from ..session import require_backend
+        from ..run.session import require_backend
 
         __tracebackhide__ = True  # a broken budget shows the test's line and the numbers, not our frames
 
@@ -96,8 +96,8 @@ def default_dtype(device: str) -> str:
 def make_case(op: str, shape: tuple[int, ...], dtype: str, epilogue: str, layout: str) -> GemmCase:
     """The one case `gemm_benchmark` measures, validated by the same path as `@gemm_case` (one line naming
     the argument: `gemm_benchmark(layout='foo'): unknown value 'foo'; valid: ...`)."""
-    from ..ops import OPS
-    from ..space import case_space
+    from ..cases.ops import OPS
+    from ..cases.space import case_space
 
     where = "gemm_benchmark"
     if not isinstance(op, str) or op.strip().lower() not in OPS:

@@ -19,11 +19,11 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from .. import backends
-from ..cases import GemmCase, case_function
+from ..cases.case import GemmCase, case_function
+from ..cases.ops import OPS
+from ..cases.precision import math_precision
 from ..errors import MeasurementError
 from ..gpus import timing_gpu
-from ..ops import OPS
-from ..precision import math_precision
 from .context import BenchContext
 from .gpu_lock import gpu_lock
 from .measurement import SAMPLES_KEPT, Measurement
@@ -64,8 +64,8 @@ def measure(
     # compile-ahead worker runs while the benchmark autotunes and times (session.quiet).
     threads = ctx.settings.timing.cpu_threads if on_cpu else None
     with ctx.session.quiet(), _threads(threads), math_precision(case.dtype):
-        from ..compile import run_checked
-        from ..gemm import Gemm
+        from ..compile.compiler import run_checked
+        from ..run.gemm import Gemm
 
         session = ctx.session
         backend = backends.get(backend_name)

@@ -31,7 +31,7 @@ def _test_args(opts: argparse.Namespace, junit: str, repro: str) -> list[str]:
 
 
 def _base_verdicts(opts: argparse.Namespace, root: str, out: str) -> tuple[list[str], str]:
-    """What the head's test run adds to judge its failures on the change (verdicts.py), and the line saying
+    """What the head's test run adds to judge its failures on the change (known/verdicts.py), and the line saying
     against what: `none`, `record` (the head's verdicts written, for a later run to compare against: a push to
     main), `base-commit` (the base's tests run here first, in a worktree, recording theirs) or a stored record."""
     mode = (opts.verdicts or "none").strip()
@@ -88,7 +88,7 @@ def _test_run(opts: argparse.Namespace, root: str, out: str, junit: str) -> tupl
 
 def _changes(out: str, against: str) -> list[str]:
     """The summary's lines on the change: what the verdicts were judged against, and what moved."""
-    from .. import verdicts
+    from ..known import verdicts
 
     base, head = os.path.join(out, "base-verdicts.json"), os.path.join(out, "verdicts.json")
     lines = [f"Verdicts: {against}."] if against else []

@@ -9,7 +9,7 @@ import textwrap
 from typing import Any
 
 from ..bench.plots import COLOURS, log_ticks
-from .trend import METRICS, Drift
+from .drift import METRICS, Drift
 
 
 def _series(history: dict, key: str, metric: str) -> tuple[list[float], list[float], list[float]]:

@@ -1,5 +1,6 @@
 """A harvest as gemmguard cases: `cases_for` (each GEMM as it runs, and with `around` the sizes next to
-it) and `harvested_cases`, what `@gemm_case(harvested=..., around=...)` calls."""
+it), `harvested_cases` (a harvest list or file) and `harvested_space`, what `@gemm_case(harvested=..., around=...)`
+calls."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..cases import GemmCase
+from ..cases.case import GemmCase
+from ..cases.space import CaseSpace, checked_args
 from ..errors import GemmUsageError
 from .file import load_harvest
 from .items import HarvestedGemm
@@ -58,3 +60,21 @@ def harvested_cases(value: Any, *, around: bool = False, seed: int = 0, base: st
 
 def _and(line: str | None) -> str:
     return f" ({line})" if line else ""
+
+
+def harvested_space(where: str, kwargs: dict, base: str | None = None) -> CaseSpace:
+    """`harvested=..., around=...`: the model's own GEMMs are the cases; nothing is drawn. A relative harvest file
+    is taken from `base` (the test file's directory)."""
+    _, max_examples = checked_args(where, kwargs)
+    if kwargs.get("harvested") is None:
+        raise GemmUsageError(f"{where}(around=...) goes with harvested=: the sizes around a model's GEMMs")
+    narrowing = sorted(set(kwargs) & {"ops", "dtypes", "epilogues", "layouts", "shapes"})
+    if narrowing:
+        raise GemmUsageError(
+            f"{where}(harvested=...) gives the cases itself; drop {narrowing[0]}= (filter the harvest list instead)"
+        )
+    around = kwargs.get("around", False)
+    if not isinstance(around, bool):
+        raise GemmUsageError(f"{where}(around={around!r}): must be True or False")
+    cases = harvested_cases(kwargs["harvested"], around=around, base=base)
+    return CaseSpace(max_examples=max_examples, cases=tuple(cases))

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..ops import FLOAT_DTYPES, FP8, gemm_out_dtype
+from ..cases.ops import FLOAT_DTYPES, FP8, gemm_out_dtype
 from .epilogue import epilogue
 from .items import HarvestedGemm
 from .layouts import flip, layout_of, rows_of, storage

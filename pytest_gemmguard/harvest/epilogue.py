@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..ops import CAST_TARGET, DTYPES
+from ..cases.ops import CAST_TARGET, DTYPES
 from .nodes import bind, op_name, val
 
 # Ops that pass values through unchanged: looked through when reading the epilogue (a linear's output

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..cases import LAYOUTS
+from ..cases.case import LAYOUTS
+from ..cases.ops import DTYPES, OPS, parse_chain
 from ..errors import GemmUsageError
 from ..files import write_text_atomic
-from ..ops import DTYPES, OPS, parse_chain
 from .items import Harvest, HarvestedGemm, Skipped, case_problem
 
 FORMAT = "gemmguard-harvest"

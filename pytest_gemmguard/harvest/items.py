@@ -8,9 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..cases import GemmCase
-from ..ops import OPS, op_takes
-from ..space import shape_fits
+from ..cases.case import GemmCase
+from ..cases.ops import OPS, op_takes, shape_fits
 
 
 class HarvestWarning(UserWarning):

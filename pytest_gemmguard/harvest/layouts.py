@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..cases import LAYOUTS
+from ..cases.case import LAYOUTS
 
 # The (A storage, B storage) pair -> gemmguard's layout name; both operands of a case share one storage
 # kind, except for the transposes.

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..ops import DTYPES
+from ..cases.ops import DTYPES
 
 
 def op_name(target: Any) -> str:

@@ -42,8 +42,8 @@ from typing import Any
 
 import torch
 
+from ..cases.ops import FLOAT_DTYPES
 from ..errors import GemmUsageError
-from ..ops import FLOAT_DTYPES
 from .classify import GEMM_OPS, NOT_EXPRESSIBLE, classify
 from .items import Harvest, HarvestedGemm, HarvestWarning, Skipped, case_problem
 from .nodes import first_line, modules, op_name, traced_dtype, what_of

@@ -44,8 +44,8 @@ class Names:
 
 def default_names() -> Names:
     from .. import backends
-    from ..cases import LAYOUTS
-    from ..ops import DTYPES, OPS, STEPS
+    from ..cases.case import LAYOUTS
+    from ..cases.ops import DTYPES, OPS, STEPS
 
     return Names(tuple(backends.names()), tuple(OPS), tuple(DTYPES), tuple(LAYOUTS), tuple(STEPS))
 

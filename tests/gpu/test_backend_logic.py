@@ -8,7 +8,7 @@ import os
 import pytest
 
 from pytest_gemmguard.backends import cutedsl, cutlass, triton
-from pytest_gemmguard.provenance import GraphProvenance, KernelLaunch, attribute, no_own_kernel_reason
+from pytest_gemmguard.backends.provenance import GraphProvenance, KernelLaunch, attribute, no_own_kernel_reason
 
 pytestmark = pytest.mark.cpu_ok
 
@@ -147,8 +147,8 @@ class Runner:
 
 
 def test_decompose_k_through_aten_bmm_is_not_triton():
-    from pytest_gemmguard.compile import _graph_code
-    from pytest_gemmguard.provenance import parse_launches
+    from pytest_gemmguard.backends.provenance import parse_launches
+    from pytest_gemmguard.compile.compiler import _graph_code
 
     code = _graph_code([BENCHMARK_MODULE, GRAPH_MODULE])
     assert "benchmark_" not in code

@@ -13,9 +13,9 @@ import pytest
 
 from pytest_gemmguard import GemmCase, Unsupported, backends, oracle
 from pytest_gemmguard.backends import Backend
-from pytest_gemmguard.cases import build_inputs, case_function
-from pytest_gemmguard.compile import Compiler, run_checked
-from pytest_gemmguard.ops import DTYPES
+from pytest_gemmguard.cases.case import build_inputs, case_function
+from pytest_gemmguard.cases.ops import DTYPES
+from pytest_gemmguard.compile.compiler import Compiler, run_checked
 
 GPU_BACKENDS = ("aten", "triton", "cutlass", "cutedsl", "cutedsl[quack]")
 
@@ -237,8 +237,8 @@ def test_triton_k_heavy_case_and_decompose_k(gemm_backend, own_compiler, gpu_log
     if gemm_backend != "triton":
         pytest.skip("triton-only check")
     _selected(request, "triton")
+    from pytest_gemmguard.backends.provenance import no_own_kernel_reason
     from pytest_gemmguard.backends.triton import is_decompose_k
-    from pytest_gemmguard.provenance import no_own_kernel_reason
 
     case = GemmCase("mm", 16, 64, 4096, dtype="float32")
     inputs = build_inputs(case, "cuda")

@@ -14,9 +14,10 @@ import re
 
 import pytest
 
-from pytest_gemmguard import GemmCase, backends, candidates
-from pytest_gemmguard.cases import build_inputs, case_function
-from pytest_gemmguard.compile import Compiler, run_checked
+from pytest_gemmguard import GemmCase, backends
+from pytest_gemmguard.cases.case import build_inputs, case_function
+from pytest_gemmguard.compile import candidates
+from pytest_gemmguard.compile.compiler import Compiler, run_checked
 
 CASE = GemmCase("mm", 328, 392, 456, dtype="bfloat16")
 
@@ -72,9 +73,9 @@ def test_a_candidate_wrong_only_on_autotunings_own_inputs_does_not_fail_a_small_
     """H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01 20:42 (the triton calibration with dynamic shapes):
     every Triton template candidate of this case looked wrong on Inductor's random example tensors (132 of 133
     elements) while the winner was right, and the case failed. Each is now compiled alone on the case's inputs
-    first (confirm.py): the case fails only if one is wrong there too. Nothing autotuned fails this test."""
-    from pytest_gemmguard.gemm import Gemm
-    from pytest_gemmguard.session import GemmSession, Options
+    first (crosscheck/confirm.py): the case fails only if one is wrong there too. Nothing autotuned fails this test."""
+    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.session import GemmSession, Options
 
     _triton()
     case = GemmCase("linear", 7, 19, 19, dtype="bfloat16", seed=3003)

@@ -13,12 +13,12 @@ from test_gpu_backends import GPU_BACKENDS, _kernels, _selected
 
 from pytest_gemmguard import GemmCase, Unsupported, backends, oracle
 from pytest_gemmguard.backends import cutedsl_quack
-from pytest_gemmguard.cases import case_function
-from pytest_gemmguard.compile import Compiler
+from pytest_gemmguard.cases.case import case_function
+from pytest_gemmguard.cases.precision import math_precision
+from pytest_gemmguard.compile.compiler import Compiler
 from pytest_gemmguard.errors import GemmMismatch
-from pytest_gemmguard.gemm import Gemm
-from pytest_gemmguard.precision import math_precision
-from pytest_gemmguard.session import GemmSession, Options
+from pytest_gemmguard.run.gemm import Gemm
+from pytest_gemmguard.run.session import GemmSession, Options
 
 FP8 = "float8_e4m3fn"
 CASES = [
