@@ -27,7 +27,7 @@ _PUBLIC = {
 }
 # Modules reached as `pytest_gemmguard.<name>` (README, docs and scripts use them), each where it lives now.
 _MODULES = {
-    "strategies": "cases.strategies",
+    "strategies": "strategies",
     "backends": "backends",
     "oracle": "oracle",
     "repro": "report.repro",

@@ -44,7 +44,7 @@ def one(backend: str, case_text: str) -> dict:
         compiler.deactivate()
     kernels = [spec.describe_kernel(k) for g in record.graphs for k in g.launches if spec.claims(k)]
     # Candidates that looked wrong in autotuning but were right compiled alone (crosscheck/confirm.py): not failures.
-    unconfirmed = int(session.tally.counts[(backend, "candidates_unconfirmed")])
+    unconfirmed = session.tally.of(backend).candidates_unconfirmed
     return {"verdict": verdict, "ratio": round(ratio, 4), "unconfirmed": unconfirmed, "kernels": kernels,
             "candidates": listed}  # fmt: skip
 

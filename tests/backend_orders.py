@@ -19,7 +19,6 @@ from pytest_gemmguard.cases.case import GemmCase
 from pytest_gemmguard.compile import isolation
 from pytest_gemmguard.compile.compiler import Compiler
 from pytest_gemmguard.errors import BackendCrashed, CompileTimeout, GemmMismatch, Unsupported
-from pytest_gemmguard.run.check import check
 from pytest_gemmguard.run.gemm import Gemm
 from pytest_gemmguard.run.session import GemmSession, Options
 
@@ -34,7 +33,7 @@ CASES = {
 
 def verdict(session: GemmSession, case: GemmCase, backend: str) -> str:
     try:
-        check(session, Gemm(case, backend, session), None)
+        Gemm(case, backend, session).check()
         return "verified"
     except Unsupported:
         return "unsupported"

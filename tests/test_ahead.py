@@ -10,6 +10,7 @@ import pytest
 
 from pytest_gemmguard.ahead import policy as ahead_policy
 from pytest_gemmguard.ahead import pool as ahead
+from pytest_gemmguard.ahead.reply import Reply
 
 PASSING = """
 from pytest_gemmguard import gemm_case
@@ -377,9 +378,9 @@ def test_a_worker_raises_its_compile_threads_for_a_backend_that_builds_outside_a
         raised = pool.vet("builds-three", GemmCase("mm", 3, 8, 8), "t", backend_file=str(tmp_path / "many.py"))
         share = int(ahead_policy.worker_env(1, base={})["TORCHINDUCTOR_COMPILE_THREADS"])
         expected = ahead_policy.job_threads(share, 3)
-        assert raised is not None and f"compile threads: {expected}" in raised["detail"], raised
+        assert raised is not None and f"compile threads: {expected}" in raised.detail, raised
         lowered = pool.vet("builds-one", GemmCase("mm", 5, 8, 8), "t", backend_file=str(tmp_path / "one.py"))
-        assert lowered is not None and f"compile threads: {share}" in lowered["detail"], lowered
+        assert lowered is not None and f"compile threads: {share}" in lowered.detail, lowered
     finally:
         pool.close()
     assert expected > share or ahead_policy.usable_cores() == 1  # the checks above could tell them apart
@@ -401,7 +402,7 @@ def test_no_worker_compiles_while_a_benchmark_times():
                 time.sleep(0.2)
             time.sleep(1.0)
             assert pool._procs[0] is not None and pool._jobs[("aten", case, "")].state == "queued"
-        assert pool.vet("aten", case, "t")["status"] == "ok"  # released: the job runs
+        assert pool.vet("aten", case, "t").status == "ok"  # released: the job runs
     finally:
         pool.close()
 
@@ -530,12 +531,12 @@ def test_a_worker_started_late_imports_what_the_first_ones_did(tmp_path):
     job = {"backend_file": str(tmp_path / "looks_backend.py")}
     try:
         first = pool.vet("dies-or-looks", GemmCase("mm", 3, 8, 8), "t", **job)
-        assert first is not None and "planted_late importable: False" in first["detail"], first
+        assert first is not None and "planted_late importable: False" in first.detail, first
         sys.path.append(str(late))  # what Inductor's CUTLASS backend does to the test process
         died = pool.vet("dies-or-looks", GemmCase("mm", 7, 8, 8), "t", **job)
-        assert died is not None and died["status"] == "fatal", died
+        assert died is not None and died.status == "fatal", died
         again = pool.vet("dies-or-looks", GemmCase("mm", 5, 8, 8), "t", **job)  # a new worker takes it
-        assert again is not None and "planted_late importable: False" in again["detail"], again
+        assert again is not None and "planted_late importable: False" in again.detail, again
     finally:
         if str(late) in sys.path:
             sys.path.remove(str(late))
@@ -635,7 +636,7 @@ def test_a_function_seen_late_goes_again_with_the_cases_a_worker_already_compile
     pool.submit("aten", [later], "u")
     for _ in range(2):  # a worker compiled the first two with the bare GEMM
         job = pool._take()
-        job.state, job.result = "done", {"status": "ok"}
+        job.state, job.result = "done", Reply("ok")
         job.done.set()
     fn = {"digest": "abc", "code": "x"}
     pool.attach("t", "aten", fn)
@@ -643,7 +644,7 @@ def test_a_function_seen_late_goes_again_with_the_cases_a_worker_already_compile
     assert order == [("t", 1, "abc"), ("t", 2, "abc"), ("t", 3, "abc"), ("u", 9, "")]
     lines = [json.loads(job.line) for job in pool._queue]
     assert [line["fn"] for line in lines[:3]] == [fn] * 3 and len({line["id"] for line in lines}) == 4
-    assert pool._jobs[("aten", mine[0], "")].result == {"status": "ok"}  # what the bare compile learnt stays
+    assert pool._jobs[("aten", mine[0], "")].result == Reply("ok")  # what the bare compile learnt stays
     pool.attach("t", "aten", fn)  # said again: nothing more queued
     assert len(pool._queue) == 4
 
@@ -664,6 +665,8 @@ def test_only_a_settled_unsupported_from_a_worker_stands():
     """A worker's unsupported stands for a backend with no choice for the case at all (its own filter), not
     for one whose choices all failed to build or run (a busy machine can do that), and only where the worker
     compiled what the check compiles."""
+    from dataclasses import replace
+
     from torch._inductor.select_algorithm import AlgorithmSelectorCache
 
     from pytest_gemmguard._compat import inductor
@@ -674,13 +677,13 @@ def test_only_a_settled_unsupported_from_a_worker_stands():
     all_failed = selector.create_no_valid_choices("mm", "All choices failed to compile for backend.")
     assert inductor.no_choice_existed([RuntimeError("wrapped"), none_at_all])
     assert not inductor.no_choice_existed([RuntimeError("wrapped"), all_failed])
-    told = {"status": "unsupported", "settled": True, "fn": False, "detail": "Inductor found no valid choice"}
+    told = Reply("unsupported", "Inductor found no valid choice", settled=True, fn=False)
     own = lambda a, b: a @ b
     assert worker_found_unsupported(told, None)
-    assert worker_found_unsupported({**told, "fn": True}, own)
-    assert not worker_found_unsupported({**told, "settled": False}, None)  # it might build next time
+    assert worker_found_unsupported(replace(told, fn=True), own)
+    assert not worker_found_unsupported(replace(told, settled=False), None)  # it might build next time
     assert not worker_found_unsupported(told, own)  # the worker compiled the bare GEMM, not this function
-    assert not worker_found_unsupported({**told, "status": "error"}, None)
+    assert not worker_found_unsupported(replace(told, status="error"), None)
     assert not worker_found_unsupported(None, None)
 
 
@@ -691,8 +694,8 @@ def test_a_case_nobody_queued_is_told_apart_from_one_drawn_ahead():
     drawn, late = GemmCase("mm", 4, 8, 8, dtype="float32"), GemmCase("mm", 5, 8, 8, dtype="float32")
     try:
         pool.submit("aten", [drawn], "t")
-        assert pool.vet("aten", drawn, "t")["queued_ahead"] is True
-        assert pool.vet("aten", late, "t")["queued_ahead"] is False  # a worker started on it when asked
+        assert pool.vet("aten", drawn, "t").queued_ahead is True
+        assert pool.vet("aten", late, "t").queued_ahead is False  # a worker started on it when asked
     finally:
         pool.close()
 
@@ -781,7 +784,7 @@ def test_the_same_case_queued_with_the_function_starts_after_its_bare_compile():
         assert not bare.done.is_set()  # attached while the bare compile ran
         seen = pool.vet("aten", case, "t")
         watcher.join()
-        assert seen is not None and seen["status"] == "ok", seen
+        assert seen is not None and seen.status == "ok", seen
         assert when_it_started == [True] and again.again and not bare.again
         # only the bare compile taught the pool how long a float32 aten case takes
         assert len(pool.order.took[("aten", "float32")]) == 1
@@ -816,20 +819,20 @@ def test_a_function_compile_served_from_the_cache_reports_what_its_bare_compile_
     for _ in range(2):  # both compiled bare: the first judged a wrong candidate, the second nothing
         job = pool._take()
         judged = [wrong] if job.key[1] == case else []
-        job.state, job.result = "done", {"status": "ok", "candidates": judged, "fn": False}
+        job.state, job.result = "done", Reply("ok", candidates=tuple(judged), fn=False)
         pool.order.finish(job, 1.0)
         job.done.set()
     pool.attach("t", "aten", {"digest": "abc", "code": "x"})
     for _ in range(2):  # with the function: cache hits, nothing judged
         job = pool._take()
-        job.state, job.result = "done", {"status": "ok", "candidates": [], "fn": True}
+        job.state, job.result = "done", Reply("ok", fn=True)
         pool.order.finish(job, 0.1)
         job.done.set()
     seen = pool.vet("aten", case, "t")
-    assert seen["candidates"] == [wrong] and seen["candidates_fn"] is False, seen
+    assert seen.candidates == (wrong,) and seen.candidates_fn is False, seen
     assert pool.stats["candidates_from_bare_compile"] == 1
     seen = pool.vet("aten", other, "t")  # nothing judged anywhere: nothing to report
-    assert seen["candidates"] == [] and seen["candidates_fn"] is True, seen
+    assert seen.candidates == () and seen.candidates_fn is True, seen
 
 
 # A backend (aten) whose mm selections get a second extern candidate that is wrong and reports itself slow, so
@@ -890,15 +893,15 @@ def test_real_workers_the_wrong_candidate_a_bare_compile_judged_reaches_the_func
     try:
         pool.submit("twin-wrong", [case], "t", **job)
         bare = pool._jobs[("twin-wrong", case, "")]
-        assert bare.done.wait(300) and bare.result["status"] == "ok", bare.result
-        assert any(CandidateResult.from_json(c).wrong for c in bare.result["candidates"]), bare.result
+        assert bare.done.wait(300) and bare.result.status == "ok", bare.result
+        assert any(CandidateResult.from_json(c).wrong for c in bare.result.candidates), bare.result
         fn, why = travel.pack(lambda a, b: a @ b)
         assert fn is not None, why
         pool.attach("t", "twin-wrong", fn)
         seen = pool.vet("twin-wrong", case, "t", **job)
-        assert seen is not None and seen["status"] == "ok" and seen["fn"], seen
-        assert any(CandidateResult.from_json(c).wrong for c in seen["candidates"]), seen
-        assert seen["candidates_fn"] is False
+        assert seen is not None and seen.status == "ok" and seen.fn, seen
+        assert any(CandidateResult.from_json(c).wrong for c in seen.candidates), seen
+        assert seen.candidates_fn is False
     finally:
         pool.close()
 

@@ -257,7 +257,7 @@ def test_a_call_that_reuses_the_compile_fails_on_its_wrong_candidate_again(plant
     assert other.verdict.ok
     # One compile for the three calls (the confirming compile is counted apart: it has a backend of its own).
     assert compiler.stats["reused_calls"] == 2
-    assert session.tally.counts[("aten", "candidates")] == 2  # counted once, where they were judged
+    assert session.tally.of("aten").candidates == 2  # counted once, where they were judged
     assert len(session.confirmations) == 1  # the re-run read the first confirmation
 
 

@@ -132,7 +132,7 @@ def test_a_backend_falls_back_to_the_route_case_by_case_and_names_it(session):
     with pytest.raises(Unsupported) as info:
         Gemm(GemmCase("bmm", 8, 17, 32, 2, dtype="bfloat16", layout="transposed_ab"), PRIMARY, session).check()
     assert f"; {ROUTE}: " in info.value.reason
-    assert session.tally.counts[(PRIMARY, "unsupported")] == 1
+    assert session.tally.of(PRIMARY).unsupported == 1
 
 
 def test_the_custom_op_traces_with_fake_tensors():

@@ -17,7 +17,6 @@ from pytest_gemmguard.cases.case import GemmCase
 from pytest_gemmguard.compile import isolation
 from pytest_gemmguard.compile.compiler import Compiler
 from pytest_gemmguard.errors import GemmMismatch, Unsupported
-from pytest_gemmguard.run.check import check
 from pytest_gemmguard.run.gemm import Gemm
 from pytest_gemmguard.run.session import GemmSession, Options
 
@@ -60,7 +59,7 @@ class Leaky(AtenBackend):
 
 def _verdict(session: GemmSession, backend: str) -> str:
     try:
-        check(session, Gemm(CASE, backend, session), None)
+        Gemm(CASE, backend, session).check()
         return "verified"
     except GemmMismatch:
         return "failed"

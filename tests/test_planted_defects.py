@@ -110,12 +110,12 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester,
     from pytest_gemmguard import backends, oracle
     from pytest_gemmguard.cases.case import GemmCase
     from pytest_gemmguard.report import repro
-    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.example import Example
 
     case = GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")
     wrong = oracle.Verdict(False, 9.0, 1.0, oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-30, 1, 35))
-    gemm = Gemm(case, backend, session=None, test_id=f"t.py::test_x[{backend}]")
-    path = repro.write(str(pytester.path / "out"), gemm, None, backends.get(backend), wrong, dynamic=False)
+    example = Example(case, backend, test_id=f"t.py::test_x[{backend}]")
+    path = repro.write(str(pytester.path / "out"), example, None, backends.get(backend), wrong, dynamic=False)
     proc = subprocess.run([sys.executable, "-I", path], capture_output=True, text=True, timeout=300)
     assert "max |error|:" in proc.stdout, proc.stderr
     assert "eager PyTorch's max |error|:" in proc.stdout  # is the library off too, on the same inputs?
@@ -175,21 +175,21 @@ def test_a_failure_that_eager_shares_says_so_and_is_counted_apart():
     from pytest_gemmguard.report.failure import failure_report
     from pytest_gemmguard.report.table import results_table
     from pytest_gemmguard.report.tally import Tally
-    from pytest_gemmguard.run.gemm import Gemm
+    from pytest_gemmguard.run.example import Example
 
     case = GemmCase("mm", 4, 4, 4)
     mismatch = oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-6, 1, 16)
-    gemm = Gemm(case, "aten", session=None, test_id="t.py::test_x[aten]")
+    example = Example(case, "aten", test_id="t.py::test_x[aten]")
     for eager, shown in ((3.5, True), (6.0, True), (0.2, False)):
         verdict = oracle.Verdict(False, 9.0, 1.0, mismatch, eager)
-        report = failure_report(gemm, verdict, CallRecord(), None, "aten")
+        report = failure_report(example, verdict, CallRecord(), None, "aten")
         assert ("library:  eager PyTorch is outside the bound too" in report) is shown
         assert ("aten is 2.57x further off: the backend's own error" in report) is (eager == 3.5)
         assert ('a known-failures entry keeps the gate green: backend = "aten", ops = ["mm"], dtypes = '
                 '["float32"], versions = { torch = ">=' in report) is (eager == 6.0)  # fmt: skip
     tally = Tally()
-    tally.add("aten", "failed", 2)
-    tally.add("aten", "failed_like_eager")
+    tally.of("aten").failed += 2
+    tally.of("aten").failed_like_eager += 1
     tally.add_outcome("aten", "failed")
     lines = results_table(["aten"], tally, dynamic=False)
     assert "aten: 1 of its failed examples are wrong like eager PyTorch" in "\n".join(lines)

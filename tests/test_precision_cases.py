@@ -33,7 +33,7 @@ def test_float8_without_a_kernel_of_the_backend_is_unsupported(session):
 def test_tf32_is_unsupported_on_the_cpu_with_the_reason(session):
     with pytest.raises(Unsupported, match="tf32 is a CUDA tensor-core precision"):
         Gemm(GemmCase("mm", 8, 8, 8, dtype="tf32"), "aten", session).check()
-    assert session.tally.counts[("aten", "unsupported")] == 1
+    assert session.tally.of("aten").unsupported == 1
 
 
 def test_the_case_decides_tf32_and_the_users_setting_comes_back():

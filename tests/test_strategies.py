@@ -139,11 +139,11 @@ def test_draws(gemm):
 
 # The draws are under test, not the GEMMs: check() only counts the call (an example with none is an error).
 COUNTING_CHECK = """
-from pytest_gemmguard.run.gemm import Gemm
+from pytest_gemmguard.run.gemm import Gemm, example_of
 
 
 def _counted(self, fn=None):
-    self.calls += 1
+    example_of(self).calls += 1
 
 
 Gemm.check = _counted

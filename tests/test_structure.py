@@ -20,22 +20,15 @@ def _modules():
     return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def _imports(path: pathlib.Path, root: pathlib.Path = PACKAGE, runtime: bool = False) -> set[str]:
-    """Every module a file imports, at any depth, resolved against the package; `runtime`: leaving out what only a
-    type checker reads (`if TYPE_CHECKING:`), which never runs."""
+def _imports(path: pathlib.Path, root: pathlib.Path = PACKAGE) -> set[str]:
+    """Every module a file imports, at any depth (a function's own, a type checker's), resolved against the
+    package."""
     tree = ast.parse(path.read_text())
     package = ".".join(path.relative_to(root.parent).with_suffix("").parts[:-1])
     if path.name == "__init__.py":  # a package's own relative imports start from the package itself
         package = ".".join(path.relative_to(root.parent).parts[:-1])
-    unread = set()
-    if runtime:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                unread |= {id(n) for statement in node.body for n in ast.walk(statement)}
     found = set()
     for node in ast.walk(tree):
-        if id(node) in unread:
-            continue
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -55,8 +48,9 @@ def _module_name(path: pathlib.Path, root: pathlib.Path) -> str:
 
 def import_cycles(root: pathlib.Path = PACKAGE) -> list[list[str]]:
     """The cycles among a package's modules: each a list of modules that import one another, directly or round a
-    loop, by imports that run (at a module's top or inside a function; `if TYPE_CHECKING:` never runs). An import
-    of `a.b.c` counts as one of the module `a.b.c` (a package's own `__init__` where that is all it names)."""
+    loop, by any import (at a module's top, inside a function, or for a type checker alone: a module that names
+    another's type depends on it as much as one that calls it). An import of `a.b.c` counts as one of the module
+    `a.b.c` (a package's own `__init__` where that is all it names)."""
     paths = {_module_name(p, root): p for p in root.rglob("*.py") if "__pycache__" not in p.parts}
 
     def resolve(name: str) -> str | None:
@@ -65,7 +59,7 @@ def import_cycles(root: pathlib.Path = PACKAGE) -> list[list[str]]:
             parts.pop()
         return ".".join(parts) or None
 
-    graph = {m: {r for n in _imports(p, root, runtime=True) if (r := resolve(n)) and r != m} for m, p in paths.items()}
+    graph = {m: {r for n in _imports(p, root) if (r := resolve(n)) and r != m} for m, p in paths.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -107,9 +101,31 @@ def test_a_planted_import_cycle_is_found(tmp_path):
     errors.write_text(errors.read_text() + "\n\ndef _late():\n    from . import plugin  # noqa: F401\n")
     (cycle,) = [c for c in import_cycles(copy) if "pytest_gemmguard.errors" in c]
     assert {"pytest_gemmguard.errors", "pytest_gemmguard.plugin"} <= set(cycle)
-    # Only for a type checker: not a cycle (it never runs).
+    # For a type checker alone, the same.
     errors.write_text(errors.read_text().replace("def _late():\n", "if TYPE_CHECKING:\n"))
-    assert not [c for c in import_cycles(copy) if "pytest_gemmguard.errors" in c]
+    (cycle,) = [c for c in import_cycles(copy) if "pytest_gemmguard.errors" in c]
+    assert {"pytest_gemmguard.errors", "pytest_gemmguard.plugin"} <= set(cycle)
+
+
+def test_the_public_names_keep_their_paths():
+    """Moving a module inside the package moves no name a user reaches (README, the docs, the release workflow),
+    in a fresh interpreter, where each loads on first use."""
+    code = textwrap.dedent(
+        """
+        import pytest_gemmguard as g
+        from pytest_gemmguard import Gemm, GemmCase, GemmguardError, GemmUsageError, Unsupported, gemm_case
+        from pytest_gemmguard import backends, candidates, harvest_gemms, kernel_swap, oracle, repro, strategies
+        from pytest_gemmguard.cases import GemmCase as Case
+        from pytest_gemmguard.strategies import gemm_cases
+
+        assert Case is GemmCase and g.strategies.gemm_cases is gemm_cases is strategies.gemm_cases
+        assert callable(Gemm.check) and issubclass(GemmUsageError, GemmguardError)
+        assert issubclass(Unsupported, GemmguardError)
+        assert gemm_case and harvest_gemms and backends.register and candidates.watch and kernel_swap.kernel_path
+        assert oracle.judge and repro.write
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_loading_both_plugins_imports_no_torch():

@@ -51,6 +51,7 @@ from typing import Any
 
 from . import worker
 from .policy import Order, worker_env
+from .reply import Reply
 
 CLOSE_GRACE_S = 2.0  # at the session's end, how long idle workers get to exit before all are killed
 PARENT_VAR = "GEMMGUARD_AHEAD_PARENT"  # the test process's pid: a worker outliving it exits (worker.py)
@@ -78,7 +79,7 @@ class Job:
     state: str = "queued"  # queued -> running -> done
     wanted: bool = False  # the test process waits for it now: next, unless its case is compiling elsewhere
     again: bool = False  # its case was compiled (or started) by an earlier job: the caches serve most of it
-    result: dict = field(default_factory=dict)
+    result: Reply | None = None  # what the worker learnt (done)
     started: threading.Event = field(default_factory=threading.Event)  # a worker took it (or the pool closed)
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -182,7 +183,7 @@ class AheadPool:
         if self._jobs.get(job.key) is job:
             del self._jobs[job.key]
 
-    def vet(self, backend: str, case: Any, tag: str, **job: Any) -> dict | None:
+    def vet(self, backend: str, case: Any, tag: str, **job: Any) -> Reply | None:
         """What a worker learnt compiling and running `case` (queued now, first in line, if it was not), or
         None when the pool cannot tell (it stopped; the wait outlasted the compile timeout): then the
         caller compiles it itself. The test process runs no case a worker has not run first, so a case that
@@ -205,23 +206,23 @@ class AheadPool:
             self.stats["waited_out"] += 1
             return None
         self.stats["waited_s"] += time.perf_counter() - started
-        if not found.result:
+        if found.result is None:
             return None
-        return {**found.result, "queued_ahead": queued, **self._twin_candidates(found)}
+        return self._twin_candidates(found, dataclasses.replace(found.result, queued_ahead=queued))
 
-    def _twin_candidates(self, job: Job) -> dict:
+    def _twin_candidates(self, job: Job, reply: Reply) -> Reply:
         """The autotune candidates judged for `job`'s case: its own, else, for a compile with the test's function
         that found the autotuning cached, those its case's bare compile judged (it ran first: ahead_policy), or
         a wrong candidate found there would reach no test. `candidates_fn`: judged in the test's function."""
-        own = {"candidates_fn": bool(job.result.get("fn"))}
-        if job.result.get("candidates") or not job.key[2] or job.result.get("status") != "ok":
+        own = dataclasses.replace(reply, candidates_fn=reply.fn)
+        if reply.candidates or not job.key[2] or reply.status != "ok":
             return own
         with self._lock:
             twin = self._jobs.get((*job.key[:2], ""))
-        if twin is None or not twin.done.is_set() or not twin.result.get("candidates"):
+        if twin is None or not twin.done.is_set() or twin.result is None or not twin.result.candidates:
             return own
         self.stats["candidates_from_bare_compile"] += 1
-        return {"candidates": twin.result["candidates"], "candidates_fn": False}
+        return dataclasses.replace(reply, candidates=twin.result.candidates, candidates_fn=False)
 
     def forget(self, tag: str) -> None:
         """The test `tag` ended: drop its jobs no worker has started (a later test may queue them again)."""
@@ -322,21 +323,21 @@ class AheadPool:
             if job is None:
                 return
             started = time.perf_counter()
-            result: dict = {"status": "error", "detail": "the compile-ahead pool lost this job"}
+            result = Reply("error", "the compile-ahead pool lost this job")
             try:
                 result = self._run(slot, proc, job)
             finally:  # whatever went wrong here, whoever waits for the job is released
-                result["ahead_s"] = round(time.perf_counter() - started, 3)
-                self.stats[result.get("status", "?")] += 1
+                result = dataclasses.replace(result, ahead_s=round(time.perf_counter() - started, 3))
+                self.stats[result.status] += 1
                 job.result = result
                 job.state = "done"
                 job.done.set()
                 with self._lock:
                     self._running -= 1
-                    self.order.finish(job, result["ahead_s"])
+                    self.order.finish(job, result.ahead_s)
                     self._lock.notify_all()
 
-    def _run(self, slot: int, proc: subprocess.Popen, job: Job) -> dict:
+    def _run(self, slot: int, proc: subprocess.Popen, job: Job) -> Reply:
         try:
             proc.stdin.write(job.line + "\n")
             proc.stdin.flush()
@@ -345,12 +346,12 @@ class AheadPool:
             reply = ""
         if not reply:  # the worker died on this job (or the pool is closing)
             self._procs[slot] = None
-            return {"status": "fatal", "detail": worker.death(proc)}
+            return Reply("fatal", worker.death(proc))
         try:
-            result = json.loads(reply)
+            result = Reply.from_json(json.loads(reply))
         except ValueError:
-            return {"status": "error", "detail": f"an unreadable reply from its worker: {reply[:200]!r}"}
-        if result.get("status") == "fatal":
+            return Reply("error", f"an unreadable reply from its worker: {reply[:200]!r}")
+        if result.status == "fatal":
             self._procs[slot] = None  # a poisoned CUDA context: that worker exits; start a new one
         return result
 

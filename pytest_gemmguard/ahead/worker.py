@@ -113,6 +113,7 @@ def worker_main() -> int:
     from ..compile.compiler import Compiler
     from ..errors import CompileTimeout, Unsupported
     from .policy import SHARE_VAR, job_threads
+    from .reply import Reply
 
     compiler = Compiler(cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").rsplit(os.sep, 1)[0] or None,
                         timeout_s=0)  # fmt: skip
@@ -124,7 +125,7 @@ def worker_main() -> int:
         compiler.dynamic = bool(job.get("dynamic", False))
         compiler.timeout_s = float(job.get("timeout_s") or 0)
         started = time.perf_counter()
-        status, detail, judged, settled = "ok", "", [], False
+        status, detail, judged, settled = "ok", "", (), False
         try:
             if share:  # the pool chose this worker's compile threads: a backend may need more
                 wanted = job_threads(share, resolve_backend(job).parallel_builds())
@@ -136,7 +137,7 @@ def worker_main() -> int:
                 # CUDA reports a kernel's fault asynchronously: wait for it here, so it is this case's.
                 torch.cuda.synchronize()
             # What this compile's autotuning judged: the test process's cache-hit compile takes these.
-            judged = [c.to_json() for c in candidates.judged_for(record, repr(GemmCase(**job["case"])))]
+            judged = tuple(c.to_json() for c in candidates.judged_for(record, repr(GemmCase(**job["case"]))))
         except Unsupported as exc:
             status, detail, settled = "unsupported", exc.reason, exc.settled
         except CompileTimeout as exc:
@@ -144,9 +145,9 @@ def worker_main() -> int:
         except Exception as exc:
             status = "fatal" if fatal_cuda(exc) else "error"
             detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
-        print(json.dumps({"id": job["id"], "status": status, "detail": detail, "candidates": judged,
-                          "fn": bool(job.get("fn")), "settled": settled,
-                          "compile_s": round(time.perf_counter() - started, 3)}), file=proto)  # fmt: skip
+        took = round(time.perf_counter() - started, 3)
+        reply = Reply(status, detail, judged, fn=bool(job.get("fn")), settled=settled, compile_s=took)
+        print(json.dumps(reply.to_json()), file=proto)
         if status == "fatal":
             return 3  # this process's CUDA context is gone; the pool starts a new worker
     return 0

@@ -65,13 +65,13 @@ def measure(
     threads = ctx.settings.timing.cpu_threads if on_cpu else None
     with ctx.session.quiet(), _threads(threads), math_precision(case.dtype):
         from ..compile.compiler import run_checked
-        from ..run.gemm import Gemm
+        from ..run.gemm import Gemm, example_of
 
         session = ctx.session
         backend = backends.get(backend_name)
         device = backend.device()
         gemm = Gemm(case, backend_name, session, test_id)
-        gemm.use_ahead = False
+        example_of(gemm).use_ahead = False
         label = f"[{backend_name}] benchmark {case.describe()}"
         if ctx.settings.verify:
             session.progress(f"{label}: compiling and verifying")

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from ..backends import Backend
     from ..compile.candidates import CandidateResult
-    from ..run.gemm import Gemm
+    from ..run.example import Example
     from ..run.session import GemmSession
 
 LIMIT = 3  # candidates confirmed per case; one compile each, without autotuning
@@ -74,7 +74,7 @@ class Confirmation:
 
 def run(
     session: GemmSession,
-    gemm: Gemm,
+    example: Example,
     backend: Backend,
     target: Callable[..., Any],
     flat: Sequence[Any],
@@ -89,7 +89,7 @@ def run(
     memo = session.confirmations
     ranked = sorted(wrong, key=lambda r: (r.inputs != "case", -(r.verdict.max_ratio if r.verdict else 0.0)))
     tried = {id(r) for r in ranked[:LIMIT]}
-    where = _where(session, gemm, backend, target)
+    where = _where(session, example, backend, target)
     done: list[Confirmation] = []
     for result in wrong:
         if id(result) not in tried:
@@ -97,16 +97,26 @@ def run(
             continue
         key = (*where, candidates.identity(result.name, result.description))
         if key not in memo:
-            session.progress(f"[{gemm.backend}] {gemm.case.describe()}: compiling {result.name} alone to confirm it")
+            session.progress(
+                f"[{example.backend}] {example.case.describe()}: compiling {result.name} alone to confirm it"
+            )
             memo[key] = _confirm(session, backend, target, flat, weights, reference, result)
-            session.progress(f"[{gemm.backend}] {gemm.case.describe()}: {Confirmation(result, *memo[key]).line()}")
+            session.progress(
+                f"[{example.backend}] {example.case.describe()}: {Confirmation(result, *memo[key]).line()}"
+            )
         done.append(Confirmation(result, *memo[key]))
     return done
 
 
-def _where(session: GemmSession, gemm: Gemm, backend: Backend, target: Callable[..., Any]) -> tuple:
+def _where(session: GemmSession, example: Example, backend: Backend, target: Callable[..., Any]) -> tuple:
     """What a confirmation is remembered by for the session: case, backend, test, function, shape mode."""
-    return (repr(gemm.case), backend.name, gemm.test_id, getattr(target, "__code__", target), session.compiler.dynamic)
+    return (
+        repr(example.case),
+        backend.name,
+        example.test_id,
+        getattr(target, "__code__", target),
+        session.compiler.dynamic,
+    )
 
 
 def _confirm(session, backend, target, flat, weights, reference, result) -> tuple[str, float | None, str]:
@@ -158,7 +168,7 @@ def _compile_judged(session, backend, target, flat, weights, reference, choices)
 
 def blame(
     session: GemmSession,
-    gemm: Gemm,
+    example: Example,
     backend: Backend,
     target: Callable[..., Any],
     flat: Sequence[Any],
@@ -178,14 +188,14 @@ def blame(
     wrong = [r for r in seen if r.wrong]
     if not any(_named(r.name, patterns) for r in wrong):
         return (), []
-    tried = run(session, gemm, backend, target, flat, weights, reference, wrong)
+    tried = run(session, example, backend, target, flat, weights, reference, wrong)
     confirmed = [c for c in tried if c.confirmed]
     if not any(_named(c.candidate.name, patterns) for c in confirmed):
         return (), []
-    key = (*_where(session, gemm, backend, target), "withheld", tuple(patterns))
+    key = (*_where(session, example, backend, target), "withheld", tuple(patterns))
     if key not in session.confirmations:  # once per case and test, as `run`'s: a replay reads the same
         named = ", ".join(patterns)
-        session.progress(f"[{gemm.backend}] {gemm.case.describe()}: compiling without {named} to blame them")
+        session.progress(f"[{example.backend}] {example.case.describe()}: compiling without {named} to blame them")
         withhold = inductor.without_choices(lambda op, choice: _named(_choice_name(choice), patterns))
         verdict, removed, _ = _compile_judged(session, backend, target, flat, weights, reference, withhold)
         # Right, with every selection that offered a named choice left with others: else nothing is shown.

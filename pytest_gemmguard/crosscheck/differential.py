@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..compile.compiler import CompiledGemm
-    from ..run.gemm import Gemm
+    from ..run.example import Example
     from ..run.session import GemmSession
 
 # Seconds each other backend may take to compile and run the case; the run's --gemm-compile-timeout, if
@@ -45,12 +45,12 @@ class Other:
         return f"{self.backend}: {self.outcome} ({self.detail})"
 
 
-def candidates(session: GemmSession, gemm: Gemm, ran: str) -> list[str]:
+def candidates(session: GemmSession, example: Example, ran: str) -> list[str]:
     """The run's other backends that can take these inputs: available here, on the failing case's device."""
-    device = backends.get(gemm.backend).device()
+    device = backends.get(example.backend).device()
     out = []
     for name in session.options.differential:
-        if name in (gemm.backend, ran) or name not in backends.names():
+        if name in (example.backend, ran) or name not in backends.names():
             continue
         if backends.probe(name).available and backends.get(name).device() == device:
             out.append(name)
@@ -59,7 +59,7 @@ def candidates(session: GemmSession, gemm: Gemm, ran: str) -> list[str]:
 
 def run(
     session: GemmSession,
-    gemm: Gemm,
+    example: Example,
     ran: str,
     target: Callable[..., Any],
     flat: Sequence[Any],
@@ -69,7 +69,7 @@ def run(
     """Compile and run `target` on `flat` through each candidate; judge against the same `reference`
     (expected, tolerance, output dtype). `ran` is the backend (route) whose result was wrong."""
     results = []
-    for name in candidates(session, gemm, ran):
+    for name in candidates(session, example, ran):
         backend = backends.get(name)
         try:
             compiled = session.compiler.compile(backend, target, flat, weights)

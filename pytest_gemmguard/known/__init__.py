@@ -56,7 +56,7 @@ Use from the runner (one tracker per test and backend)::
     known = load(path)                                  # once per session
     tracker = KnownTracker(known, backend)              # installed versions read once, cached
     # each example: the backend's kernel ran and was right (judged: the autotune candidates judged right)
-    tracker.note_pass(case, route=route, judged=gemm.judged_right)
+    tracker.note_pass(case, route=route, judged=example.judged_right)
     # each example that failed: GemmMismatch -> "wrong-result", any other error of the compile/run -> "raises";
     # a GemmMismatch passes the names of the candidates it is confirmed to come from (exc.candidates: a losing
     # candidate's CandidateMismatch, or a wrong winner blamed on an entry's candidates; empty otherwise)

@@ -11,11 +11,11 @@ if TYPE_CHECKING:
     from ..crosscheck.confirm import Confirmation
     from ..crosscheck.differential import Other
     from ..oracle import Verdict
-    from ..run.gemm import Gemm
+    from ..run.example import Example
 
 
 def failure_report(
-    gemm: Gemm,
+    example: Example,
     verdict: Verdict,
     record: CallRecord,
     repro_path: str | None,
@@ -25,10 +25,10 @@ def failure_report(
 ) -> str:
     """The report of a wrong result; `others` is the cross-backend differential (crosscheck/differential.py), None where
     none was run (a failure Hypothesis will not report)."""
-    case, mismatch = gemm.case, verdict.mismatch
-    via = f" (route {route})" if route and route != gemm.backend else ""
+    case, mismatch = example.case, verdict.mismatch
+    via = f" (route {route})" if route and route != example.backend else ""
     lines = [
-        f"gemmguard: {gemm.backend}{via} produced a wrong result",
+        f"gemmguard: {example.backend}{via} produced a wrong result",
         f"  case:     {case.describe()}",
         f"            {case!r}",
     ]
@@ -44,7 +44,7 @@ def failure_report(
     if verdict.eager_ratio is not None:
         lines.append(f"  eager PyTorch on the same inputs uses {verdict.eager_ratio:.3g}x of the tolerance")
         if verdict.eager_ratio > 1:
-            lines += _like_eager(gemm, verdict)
+            lines += _like_eager(example, verdict)
     if others is not None:
         from ..crosscheck.differential import (
             report_lines,  # here: crosscheck/differential.py needs torch, this module does not
@@ -95,17 +95,17 @@ def test_line(exc: BaseException) -> str:
     return f"{shown_path}:{lineno} in {last.tb_frame.f_code.co_name}" + (f": {source[:100]}" if source else "")
 
 
-def _like_eager(gemm: Gemm, verdict: Verdict) -> list[str]:
+def _like_eager(example: Example, verdict: Verdict) -> list[str]:
     """Eager PyTorch is outside the bound too on the same inputs. Still a failure (never hidden: for the aten
     backend the compiled code calls the same library as eager), but one whose next step is plain: whose bug it
     is, and how to keep the gate green until it is fixed."""
     eager = verdict.eager_ratio or 0.0
     if verdict.max_ratio > 2 * eager:  # the bound's own factor-2 margin
         return [
-            f"  library:  eager PyTorch is outside the bound too on these inputs, but {gemm.backend} is "
+            f"  library:  eager PyTorch is outside the bound too on these inputs, but {example.backend} is "
             f"{verdict.max_ratio / eager:.3g}x further off: the backend's own error, with the library's on top"
         ]
-    case = gemm.case
+    case = example.case
     try:
         from importlib.metadata import version
 
@@ -113,29 +113,29 @@ def _like_eager(gemm: Gemm, verdict: Verdict) -> list[str]:
         versions = f'{{ torch = ">={major}.{minor},<{major}.{minor + 1}" }}'
     except Exception:  # no torch distribution to name (a source build): the user fills it in
         versions = '{ torch = "..." }'
-    via = f'route = "{gemm.route}", ' if getattr(gemm, "route", None) else ""
+    via = f'route = "{example.route}", ' if example.route else ""
     return [
         "  library:  eager PyTorch is outside the bound too on these inputs, and this backend is within 2x of it: "
         "wrong like the library (torch or its vendor GEMM), not this backend alone",
         "  next:     the repro script prints eager's error too. If both results are what a correct library may "
         "return, the bound is gemmguard's bug (report it with the script); if not, torch's (report it there).",
-        f'            Until then a known-failures entry keeps the gate green: backend = "{gemm.backend}", {via}'
+        f'            Until then a known-failures entry keeps the gate green: backend = "{example.backend}", {via}'
         f'ops = ["{case.op}"], dtypes = ["{case.dtype}"], versions = {versions}, kind = "wrong-result", '
         "with an id, link and reason of yours, narrowed to the layouts and sizes you saw (README: Known failures)",
     ]
 
 
 def candidate_report(
-    gemm: Gemm, found: list[Confirmation], all_seen: list[CandidateResult], record: CallRecord, route: str = ""
+    example: Example, found: list[Confirmation], all_seen: list[CandidateResult], record: CallRecord, route: str = ""
 ) -> str:
     """A wrong autotune candidate that lost: the winner was right, and a compile that picks the candidate was
     wrong on the case's inputs (crosscheck/confirm.py), so the report is about the candidate."""
-    case = gemm.case
-    via = f" (route {route})" if route and route != gemm.backend else ""
+    case = example.case
+    via = f" (route {route})" if route and route != example.backend else ""
     checked = sum(r.checked for r in all_seen)
     confirmed = [c for c in found if c.confirmed]
     lines = [
-        f"gemmguard: {gemm.backend}{via}: {len(found)} of {checked} autotune candidates checked produced a wrong "
+        f"gemmguard: {example.backend}{via}: {len(found)} of {checked} autotune candidates checked produced a wrong "
         f"result, {len(confirmed)} confirmed by a compile that picks it; the winner that ran was right "
         "(--gemm-all-choices)",
         f"  case:      {case.describe()}",

@@ -160,17 +160,17 @@ if index:
 """
 
 
-def write(directory: str, gemm, fn, backend, verdict, dynamic: bool) -> str | None:
+def write(directory: str, example, fn, backend, verdict, dynamic: bool) -> str | None:
     """Write the repro script atomically; returns its path (None if the directory is not writable).
 
     The script is compiled before it is written: a repro that is not valid Python is gemmguard's bug, and
     must fail loudly here (every test that writes one then proves the script parses), not in a user's hands."""
     # The test id already ends in [backend]; a bare case (no test) is named after the backend.
-    label = gemm._test_id.split("::")[-1] or f"case-{backend.name}"
+    label = example.test_id.split("::")[-1] or f"case-{backend.name}"
     # "repro_" first: a file named test_*.py would be collected by the user's next pytest run.
     name = "repro_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
     path = os.path.join(directory, f"{name}.py")
-    text = script(gemm.case, backend, fn, verdict, dynamic)
+    text = script(example.case, backend, fn, verdict, dynamic)
     compile(text, path, "exec")
     try:
         return write_text_atomic(path, text)

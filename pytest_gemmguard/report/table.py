@@ -7,10 +7,6 @@ from collections import Counter
 from .. import backends
 from .tally import Tally
 
-# run/check.py's tally keys
-CANDIDATE_COUNTS = ("candidates", "candidates_wrong", "candidates_unchecked", "candidates_unconfirmed",
-                    "candidates_unsettled")  # fmt: skip
-
 
 def capability_matrix(selected: list[str]) -> list[str]:
     """One line per backend selected or runnable here: whether it runs and, if not, why and how to fix it. A
@@ -50,18 +46,14 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     head = f"{'backend':{width}s} {tests} | {cases} | {ends}"
     lines = [groups.rstrip(), head, "-" * len(head)]
     for name in selected:
-        t = summary.outcomes.get(name, Counter())
-
-        def n(what: str, backend: str = name) -> float:
-            return summary.counts[(backend, what)]
-
+        t, n = summary.outcomes.get(name, Counter()), summary.of(name)
         # Verified cases per minute of the examples' wall time (waits, unsupported cases and checks included).
-        busy, verified = n("example_s") or n("check_s"), int(n("verified"))
-        rate = f"{60 * verified / busy:9.1f}" if busy > 0 and verified else f"{'-':>9s}"
+        busy = n.example_s or n.check_s
+        rate = f"{60 * n.verified / busy:9.1f}" if busy > 0 and n.verified else f"{'-':>9s}"
         lines.append(
             f"{name:{width}s} {t['passed']:6d} {t['unsupported']:6d} {t['failed']:6d} {t['unavailable']:7d} | "
-            f"{verified:8d} {int(n('unsupported')):6d} {int(n('failed')):6d} {int(n('fused')):5d} "
-            f"{n('compile_s'):9.1f} {rate} | {t['error']:10d} {t['xfailed']:5d} {int(n('xpassed')):5d}"
+            f"{n.verified:8d} {n.unsupported:6d} {n.failed:6d} {n.fused:5d} "
+            f"{n.compile_s:9.1f} {rate} | {t['error']:10d} {t['xfailed']:5d} {n.xpassed:5d}"
         )
     c = summary.compiler
     lines.append(
@@ -70,7 +62,9 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     )
     if all_choices:
         for name in selected:
-            checked, wrong, unchecked, right, unsettled = (int(summary.counts[(name, w)]) for w in CANDIDATE_COUNTS)
+            n = summary.of(name)
+            checked, wrong, unchecked = n.candidates, n.candidates_wrong, n.candidates_unchecked
+            right, unsettled = n.candidates_unconfirmed, n.candidates_unsettled
             if not (checked or wrong or unchecked or right or unsettled):
                 continue  # autotuning offered no choice beside the winner (ATen on the CPU): nothing to say
             lines.append(
@@ -90,7 +84,7 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     else:
         lines.append("autotune candidates: only the winners were checked (--gemm-all-choices=off)")
     for name in selected:
-        ahead, own = (int(summary.counts[(name, what)]) for what in ("compiled_ahead", "compiled_ahead_fn"))
+        ahead, own = summary.of(name).compiled_ahead, summary.of(name).compiled_ahead_fn
         if ahead:
             of_which = f" ({own} with the test's own function)" if own else ""
             lines.append(
@@ -98,7 +92,7 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
             )
     lines += time_lines(summary, selected)
     for name in selected:
-        like_eager = int(summary.counts[(name, "failed_like_eager")])
+        like_eager = summary.of(name).failed_like_eager
         if like_eager:
             lines.append(
                 f"{name}: {like_eager} of its failed examples are wrong like eager PyTorch "
@@ -117,10 +111,10 @@ def time_lines(summary: Tally, selected: list[str]) -> list[str]:
     the oracle, running and judging, confirming candidates, the differential)."""
     lines = []
     for name in selected:
-        total = summary.counts[(name, "example_s")]
+        n = summary.of(name)
+        total, wait, compile_s = n.example_s, n.wait_s, n.compile_s
         if total <= 0:
             continue
-        wait, compile_s = summary.counts[(name, "wait_s")], summary.counts[(name, "compile_s")]
         rest = max(0.0, total - wait - compile_s)
         lines.append(
             f"{name}: {total:.1f} s in examples: {wait:.1f} s waiting for compile-ahead workers, {compile_s:.1f} s "

@@ -1,6 +1,7 @@
 """The checking half's run of a test: `@gemm_case` (decorator.py), the Hypothesis loop around the test
-(explore.py) from its plan (plan.py), the `Gemm` the test receives (gemm.py), one check of one case (check.py), the
-session's compiler, options and known failures (session.py), and `--gemm-replay` (replay.py).
+(explore.py) from its plan (plan.py), the `Gemm` the test receives (gemm.py) and what the run keeps of that example
+(example.py), one check of one case (check.py), the session's compiler, options and known failures (session.py),
+and `--gemm-replay` (replay.py).
 
 Importing this package imports no torch (the plugin's validators read replay.py without it)."""
 

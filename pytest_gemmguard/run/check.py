@@ -1,5 +1,6 @@
-"""One check of one case on one backend: build inputs, compute the float64 reference and tolerance,
-compile through the backend, release NaN-poisoned blocks, run, prove provenance, compare.
+"""One check of one case on one backend, in stages: the reference (the float64 result and the bound a correct one
+keeps to: the case's own, or the test's function's), what the compile-ahead worker learnt, the compile and run
+through the backend with provenance, the winner judged, then the autotune candidates judged.
 
 The backend never judges and the oracle never compiles: this module only sequences them, and decides
 whose fault an exception is (the backend's, or the test's own function's).
@@ -22,6 +23,7 @@ from ..cases.case import case_function
 from ..cases.ops import DTYPES, OPS, dtype_unsupported
 from ..cases.precision import describe, math_precision
 from ..compile import candidates
+from ..compile.candidates import CandidateResult
 from ..compile.compiler import CallRecord, run_checked
 from ..crosscheck import confirm, differential
 from ..errors import CandidateMismatch, CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
@@ -30,7 +32,8 @@ from ..report import repro
 from ..report.failure import candidate_report, failure_report
 
 if TYPE_CHECKING:
-    from .gemm import Gemm
+    from ..ahead.reply import Reply
+    from .example import Example
     from .session import GemmSession
 
 
@@ -43,39 +46,97 @@ class CheckResult:
     record: CallRecord
 
 
-def check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None) -> CheckResult:
+@dataclass(frozen=True)
+class Reference:
+    """What a check compiles and what a correct result is: the function and its arguments, the float64 reference,
+    the per-element bound, and the dtype the result is stored in."""
+
+    target: Callable[..., Any]
+    args: tuple
+    expected: torch.Tensor
+    tol: torch.Tensor
+    dtype: torch.dtype
+
+    @property
+    def judged(self) -> tuple:
+        """(expected, bound, dtype): what the cross-checks judge another compile's result by."""
+        return self.expected, self.tol, self.dtype
+
+
+def check(session: GemmSession, example: Example, fn: Callable[..., Any] | None) -> CheckResult:
     """`gemm.check(fn)`: verified, or GemmMismatch / Unsupported / BackendCrashed / UserCodeError."""
-    reason = dtype_unsupported(gemm.case.dtype, gemm.device)
+    reason = dtype_unsupported(example.case.dtype, example.device)
     if reason:
-        session.tally.note_unsupported(gemm.backend, reason)
-        raise Unsupported(gemm.backend, reason)
-    backend = backends.get(gemm.backend)
+        session.tally.note_unsupported(example.backend, reason)
+        raise Unsupported(example.backend, reason)
+    backend = backends.get(example.backend)
     # The case's dtype decides the float32 math (TF32 or IEEE) for the compile, the run and eager.
-    with math_precision(gemm.case.dtype):
+    with math_precision(example.case.dtype):
         try:
-            return _attempt(session, gemm, fn, backend)
+            return _attempt(session, example, fn, backend)
         except Unsupported as first:
             # A backend with several routes (cutedsl) tries the next where the first ran no kernel of its own:
             # the user asked for the backend, not one route. If no route has a kernel, the case is
             # unsupported, never failed: no kernel of the backend ran, so none was wrong.
             fallback = backend.fallback
             if not fallback or not backends.probe(fallback).available:
-                session.tally.note_unsupported(gemm.backend, first.reason)
+                session.tally.note_unsupported(example.backend, first.reason)
                 raise
             try:
-                return _attempt(session, gemm, fn, backends.get(fallback))
+                return _attempt(session, example, fn, backends.get(fallback))
             except Unsupported as second:
                 reason = f"{first.reason}; {fallback}: {second.reason}"
-                session.tally.note_unsupported(gemm.backend, reason)
-                raise Unsupported(gemm.backend, reason) from None
+                session.tally.note_unsupported(example.backend, reason)
+                raise Unsupported(example.backend, reason) from None
 
 
-def _attempt(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend):
+def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | None, backend: backends.Backend):
     # The route that runs, as the known-failures file names it: a multi-route backend's own ("nvgemm"), the
     # fallback's ("quack"), or None for a backend with one way to run.
-    gemm.route = getattr(backend, "route", None)
-    gemm.checks += 1
-    return _check(session, gemm, fn, backend)
+    example.route = getattr(backend, "route", None)
+    example.checks += 1
+    started = time.perf_counter()
+    refused = backend.refuses(example.case) if fn is None else None  # a user's function may compute in any dtype
+    if refused:
+        raise Unsupported(backend.name, refused)
+    own, ref = _references(example, fn)
+    learnt = _learn_ahead(session, example, backend, fn)
+    if worker_found_unsupported(learnt, fn):
+        raise Unsupported(backend.name, learnt.detail or "no kernel of the backend ran (compile-ahead worker)")
+    out, record = _compile_and_run(session, example, backend, ref, learnt)
+    seen, from_worker = _candidates_seen(session, example, record, learnt)
+    # A worker that could not have the test's own function judged the candidates of the case's own GEMM: they are
+    # not what that function compiles here, so they are confirmed (or blamed) in the case's own GEMM.
+    op_only = from_worker and fn is not None and not learnt.candidates_fn
+    verdict = _judge_winner(session, example, fn, backend, ref, out, record, [] if op_only else seen)
+    counted = record.compiled or from_worker
+    found = _judge_candidates(session, example, backend, own if op_only else ref, record, seen, counted)
+    cleared = (c.candidate.name for c in found if c.outcome == confirm.RIGHT)
+    example.judged_right += (*(r.name for r in seen if r.checked and not r.wrong), *cleared)
+    counts = session.tally.of(example.backend)
+    counts.verified += 1
+    if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
+        counts.fused += 1
+    counts.check_s += time.perf_counter() - started
+    return CheckResult(out, verdict, record)
+
+
+# ---------------------------------------------------------------- 1. the reference and its bound
+
+
+def _references(example: Example, fn: Callable[..., Any] | None) -> tuple[Reference, Reference]:
+    """The case's own reference, and the one this check judges by: the same, or for the test's own function its
+    bound (oracle/function.py: the function need not compute the case's epilogue)."""
+    case, inputs = example.case, example.inputs
+    expected, tol = oracle.case_reference(case, inputs)
+    own_fn = case_function(case.op, case.epilogue, case.dtype)
+    own = Reference(own_fn, inputs.flat, expected, tol, DTYPES[case.out_dtype])
+    if fn is None:
+        return own, own
+    dtype = _user_eager(fn, inputs.args).dtype
+    fn_expected, fn_tol = fn_bound(fn, inputs.args, case.dtype, dtype, lambda: tol)
+    _comparable(fn_expected, dtype)
+    return own, Reference(fn, inputs.args, fn_expected, fn_tol, dtype)
 
 
 def _user_eager(fn: Callable[..., Any], flat: tuple) -> Any:
@@ -111,148 +172,142 @@ def _comparable(expected: Any, dtype: torch.dtype) -> None:
     )
 
 
-def _check(session: GemmSession, gemm: Gemm, fn: Callable[..., Any] | None, backend: backends.Backend) -> CheckResult:
-    started = time.perf_counter()
-    case, inputs = gemm.case, gemm.inputs
-    refused = backend.refuses(case) if fn is None else None  # a user's function may compute in any dtype
-    if refused:
-        raise Unsupported(backend.name, refused)
-    expected, tol = case_expected, case_tol = oracle.case_reference(case, inputs)
-    if fn is None:
-        target, flat = case_function(case.op, case.epilogue, case.dtype), inputs.flat
-        expected_dtype = DTYPES[case.out_dtype]
-    else:  # fn's own bound: it need not compute the case's epilogue (oracle/function.py)
-        target, flat = fn, inputs.args
-        expected_dtype = _user_eager(fn, flat).dtype
-        expected, tol = fn_bound(fn, flat, case.dtype, expected_dtype, lambda: case_tol)
-        _comparable(expected, expected_dtype)
-    learnt = _learn_ahead(session, gemm, backend, fn)
-    if worker_found_unsupported(learnt, fn):
-        raise Unsupported(backend.name, learnt.get("detail") or "no kernel of the backend ran (compile-ahead worker)")
-    compiled = session.compiler.compile(backend, target, flat, OPS[case.op].weight_positions)
-    oracle.poison_allocator(torch.empty(expected.shape, dtype=expected_dtype, device=expected.device))
-    # Every autotune candidate of a graph compiled now is judged too, not only the winner (compile/candidates.py).
-    compiling_before = session.compiler.stats["compile_s"]
-    with candidates.judging(case.dtype if session.options.all_choices else None, repr(case)):
-        try:
-            out, record = run_checked(compiled, flat)
-        except Unsupported as exc:
-            # A compile served from the cache a worker filled never ran the backend's graph passes here, so
-            # the worker's reason is the fuller one (an own-kernel route's "its kernel refused: ...").
-            told = (learnt or {}).get("detail", "")
-            if (learnt or {}).get("status") == "unsupported" and told.startswith(exc.reason) and told != exc.reason:
-                raise Unsupported(exc.backend, told) from None
-            raise
-        finally:  # where the time went (report/table.py): an unsupported or failed case's compile counts too
-            session.tally.add(gemm.backend, "compile_s", session.compiler.stats["compile_s"] - compiling_before)
-    seen = candidates.judged_for(record, repr(case))
-    from_worker = not seen and bool(learnt and learnt.get("candidates"))
-    # A worker that could not have the test's own function judged the candidates of the case's own GEMM.
-    op_only = from_worker and fn is not None and not learnt.get("candidates_fn", learnt.get("fn"))
-    if from_worker:  # this compile was a cache hit of a worker's: its autotuning judged them there
-        seen = [candidates.CandidateResult.from_json(d) for d in learnt["candidates"]]
-    checked, wrong, unchecked = candidates.tally(seen)
-    if record.compiled or from_worker:  # counted once, where judged; a reused compile still fails on them below
-        for what, n in (("candidates", checked), ("candidates_wrong", wrong), ("candidates_unchecked", unchecked)):
-            session.tally.add(gemm.backend, what, n)
-    verdict = oracle.judge(out, expected, tol, expected_dtype)
-    if not verdict.ok:
-        ratio = oracle.eager_ratio(target, flat, expected, tol)
-        verdict = oracle.Verdict(False, verdict.max_ratio, verdict.max_error, verdict.mismatch, ratio)
-        session.tally.add(gemm.backend, "failed")
-        if ratio > 1:
-            session.tally.add(gemm.backend, "failed_like_eager")
-        path = repro.write(session.options.repro_dir, gemm, fn, backend, verdict, session.compiler.dynamic)
-        weights, reference = OPS[case.op].weight_positions, (expected, tol, expected_dtype)
-        # Candidates a worker judged in the case's own op are not what a test's own function compiles here.
-        judged_here = [] if op_only else seen
-        blamed, lines = _blame_winner(session, gemm, backend, target, flat, weights, reference, judged_here)
-        others = None
-        if _reported(session, gemm, blamed):
-            others = differential.run(session, gemm, backend.name, target, flat, weights, reference)
-        report = failure_report(gemm, verdict, record, path, backend.name, describe(case.dtype), others)
-        raise GemmMismatch("\n".join([report, *(f"  {line}" for line in lines)]), blamed)
-    found: list[confirm.Confirmation] = []
-    if wrong:
-        # The winner was right. A losing candidate fails the case only when a compile that picks it is wrong
-        # too (crosscheck/confirm.py); then it is a wrong result (known failures and shrinking apply). No repro script:
-        # the compiled code never runs the candidate.
-        weights = OPS[case.op].weight_positions
-        where, args, reference = target, flat, (expected, tol, expected_dtype)
-        if op_only:  # the worker judged them in the case's own GEMM: confirm them there
-            where, args = case_function(case.op, case.epilogue, case.dtype), inputs.flat
-            reference = (case_expected, case_tol, DTYPES[case.out_dtype])
-        found = confirm.run(session, gemm, backend, where, args, weights, reference, [r for r in seen if r.wrong])
-        if any(c.confirmed for c in found):
-            session.tally.add(gemm.backend, "failed")
-            confirmed = tuple(c.candidate.name for c in found if c.confirmed)  # what fails the case
-            raise CandidateMismatch(candidate_report(gemm, found, seen, record, backend.name), confirmed)
-        if record.compiled or from_worker:
-            right = sum(c.outcome == confirm.RIGHT for c in found)
-            session.tally.add(gemm.backend, "candidates_unconfirmed", right)
-            session.tally.add(gemm.backend, "candidates_unsettled", len(found) - right)
-    cleared = (c.candidate.name for c in found if c.outcome == confirm.RIGHT)
-    gemm.judged_right += (*(r.name for r in seen if r.checked and not r.wrong), *cleared)
-    session.tally.add(gemm.backend, "verified")
-    if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
-        session.tally.add(gemm.backend, "fused")
-    session.tally.add(gemm.backend, "check_s", time.perf_counter() - started)
-    return CheckResult(out, verdict, record)
+# ---------------------------------------------------------------- 2. what the compile-ahead worker learnt
 
 
-def worker_found_unsupported(learnt: dict | None, fn: Callable | None) -> bool:
+def worker_found_unsupported(learnt: Reply | None, fn: Callable | None) -> bool:
     """Whether a compile-ahead worker's "unsupported" stands without compiling the case again here: it compiled
     exactly what this check compiles (the case's GEMM, or the test's own function that travelled) and no
     kernel of the backend ran, for a reason every compile of the case meets (`Unsupported.settled`). A
     failed compile is never cached, so compiling again would only repeat it (cutlass's refusals cost seconds
     each); a verdict that a busy machine could have caused (every choice failed to build) is not taken."""
-    if not learnt or learnt.get("status") != "unsupported" or not learnt.get("settled"):
+    if learnt is None or learnt.status != "unsupported" or not learnt.settled:
         return False
-    return fn is None or bool(learnt.get("fn"))
+    return fn is None or learnt.fn
 
 
-def _learn_ahead(session: GemmSession, gemm: Gemm, backend: backends.Backend, fn: Callable | None) -> dict | None:
+def _learn_ahead(
+    session: GemmSession, example: Example, backend: backends.Backend, fn: Callable | None
+) -> Reply | None:
     """Wait for the compile-ahead worker that has this case (its compile then is a cache hit here) and return
     what it learnt. A case that killed that worker is not run in this process: it fails with the reason. The
     test's own function goes to the workers where it can (ahead/travel.py), for this case and its next ones."""
-    pool = session.pool_for(gemm.backend)
-    if pool is None or backend.name != gemm.backend or not gemm.use_ahead:
+    pool = session.pool_for(example.backend)
+    if pool is None or backend.name != example.backend or not example.use_ahead:
         return None
     job = job_args(backend, session.compiler, session.options.all_choices)
     stays = ""
     if fn is not None:
         payload, stays = travel.pack(fn)
         if payload is not None:
-            pool.attach(gemm.test_id, gemm.backend, payload)
+            pool.attach(example.test_id, example.backend, payload)
     if session.compiler.warm(backend):  # the backend's one-time setup (Backend.warm_up), beside the wait
         session.progress(f"[{backend.name}] its one-time setup runs while the first case compiles ahead")
+    counts = session.tally.of(example.backend)
     asked = time.perf_counter()
     try:
-        learnt = pool.vet(gemm.backend, gemm.case, gemm.test_id, **job)
-        session.tally.add(gemm.backend, "wait_s", time.perf_counter() - asked)  # where the time went (report/table.py)
+        learnt = pool.vet(example.backend, example.case, example.test_id, **job)
+        counts.wait_s += time.perf_counter() - asked  # where the time went (report/table.py)
     finally:  # what is left of the setup is this process's compile time
-        session.tally.add(gemm.backend, "compile_s", session.compiler.settle())
+        counts.compile_s += session.compiler.settle()
+    example.ahead = learnt
     if learnt is None:
         return None
-    gemm.ahead = learnt.get("status")
-    gemm.ahead_s = learnt.get("compile_s")
-    gemm.ahead_late = not learnt.get("queued_ahead", True)
-    gemm.ahead_detail = learnt.get("detail", "") if gemm.ahead == "error" else ""
-    if gemm.ahead == "fatal":
-        detail = learnt.get("detail", "no detail")
-        if fn is not None and not learnt.get("fn"):
+    if learnt.status == "fatal":
+        detail = learnt.detail or "no detail"
+        if fn is not None and not learnt.fn:
             detail += f" (it compiled the case's own GEMM: your function could not go to a worker, {stays})"
-        raise CaseKilledProcess(gemm.backend, detail)
-    if gemm.ahead == "timeout":
-        raise CompileTimeout(f"{learnt.get('detail')} (in the compile-ahead worker)")
-    if gemm.ahead == "ok":
-        session.tally.add(gemm.backend, "compiled_ahead")
-        if learnt.get("fn"):
-            session.tally.add(gemm.backend, "compiled_ahead_fn")
+        raise CaseKilledProcess(example.backend, detail)
+    if learnt.status == "timeout":
+        raise CompileTimeout(f"{learnt.detail} (in the compile-ahead worker)")
+    if learnt.status == "ok":
+        counts.compiled_ahead += 1
+        counts.compiled_ahead_fn += learnt.fn
     return learnt
 
 
-def _blame_winner(session, gemm, backend, target, flat, weights, reference, seen) -> tuple[tuple[str, ...], list]:
+# ---------------------------------------------------------------- 3. the compile and run, with provenance
+
+
+def _compile_and_run(
+    session: GemmSession, example: Example, backend: backends.Backend, ref: Reference, learnt: Reply | None
+) -> tuple[Any, CallRecord]:
+    """Compile through the backend (a cache hit where a worker compiled it), release NaN-poisoned blocks, run;
+    the record says which kernels ran. Every autotune candidate of a graph compiled now is judged as it compiles
+    (compile/candidates.py)."""
+    case = example.case
+    compiled = session.compiler.compile(backend, ref.target, ref.args, OPS[case.op].weight_positions)
+    oracle.poison_allocator(torch.empty(ref.expected.shape, dtype=ref.dtype, device=ref.expected.device))
+    compiling_before = session.compiler.stats["compile_s"]
+    with candidates.judging(case.dtype if session.options.all_choices else None, repr(case)):
+        try:
+            return run_checked(compiled, ref.args)
+        except Unsupported as exc:
+            # A compile served from the cache a worker filled never ran the backend's graph passes here, so
+            # the worker's reason is the fuller one (an own-kernel route's "its kernel refused: ...").
+            told = learnt.detail if learnt is not None and learnt.status == "unsupported" else ""
+            if told.startswith(exc.reason) and told != exc.reason:
+                raise Unsupported(exc.backend, told) from None
+            raise
+        finally:  # where the time went (report/table.py): an unsupported or failed case's compile counts too
+            session.tally.of(example.backend).compile_s += session.compiler.stats["compile_s"] - compiling_before
+
+
+def _candidates_seen(
+    session: GemmSession, example: Example, record: CallRecord, learnt: Reply | None
+) -> tuple[list[CandidateResult], bool]:
+    """The autotune candidates judged for this case, and whether a worker judged them: this compile was a cache
+    hit of a worker's, whose autotuning judged them there. Counted once, where judged; a reused compile still
+    fails on them."""
+    seen = candidates.judged_for(record, repr(example.case))
+    from_worker = not seen and learnt is not None and bool(learnt.candidates)
+    if from_worker:
+        seen = [CandidateResult.from_json(d) for d in learnt.candidates]
+    if record.compiled or from_worker:
+        checked, wrong, unchecked = candidates.tally(seen)
+        counts = session.tally.of(example.backend)
+        counts.candidates += checked
+        counts.candidates_wrong += wrong
+        counts.candidates_unchecked += unchecked
+    return seen, from_worker
+
+
+# ---------------------------------------------------------------- 4. the winner judged
+
+
+def _judge_winner(
+    session: GemmSession,
+    example: Example,
+    fn: Callable[..., Any] | None,
+    backend: backends.Backend,
+    ref: Reference,
+    out: Any,
+    record: CallRecord,
+    seen: list[CandidateResult],
+) -> oracle.Verdict:
+    """The oracle's verdict on what ran; a wrong one raises GemmMismatch with its report: the repro script, a
+    known entry's candidates blamed where that is proven, and for a failure a reader sees, the other backends."""
+    verdict = oracle.judge(out, ref.expected, ref.tol, ref.dtype)
+    if verdict.ok:
+        return verdict
+    ratio = oracle.eager_ratio(ref.target, ref.args, ref.expected, ref.tol)
+    verdict = oracle.Verdict(False, verdict.max_ratio, verdict.max_error, verdict.mismatch, ratio)
+    counts = session.tally.of(example.backend)
+    counts.failed += 1
+    counts.failed_like_eager += ratio > 1
+    path = repro.write(session.options.repro_dir, example, fn, backend, verdict, session.compiler.dynamic)
+    weights = OPS[example.case.op].weight_positions
+    blamed, lines = _blame_winner(session, example, backend, ref, weights, seen)
+    others = None
+    if _reported(session, example, blamed):
+        others = differential.run(session, example, backend.name, ref.target, ref.args, weights, ref.judged)
+    report = failure_report(example, verdict, record, path, backend.name, describe(example.case.dtype), others)
+    raise GemmMismatch("\n".join([report, *(f"  {line}" for line in lines)]), blamed)
+
+
+def _blame_winner(
+    session: GemmSession, example: Example, backend: backends.Backend, ref: Reference, weights: Any, seen: list
+) -> tuple[tuple[str, ...], list]:
     """A wrong winner blamed on the autotune candidates a known entry names, where that is proven
     (crosscheck/confirm.py): only for a case exactly one entry with `candidates` covers, so nothing else pays for
     the extra compiles."""
@@ -261,13 +316,13 @@ def _blame_winner(session, gemm, backend, target, flat, weights, reference, seen
     from .. import known
 
     facts = known.machine_facts(session.known)
-    patterns = known.blame_patterns(session.known, gemm.backend, gemm.case, facts, gemm.route)
+    patterns = known.blame_patterns(session.known, example.backend, example.case, facts, example.route)
     if not patterns:
         return (), []
-    return confirm.blame(session, gemm, backend, target, flat, weights, reference, seen, patterns)
+    return confirm.blame(session, example, backend, ref.target, ref.args, weights, ref.judged, seen, patterns)
 
 
-def _reported(session: GemmSession, gemm: Gemm, blamed: tuple[str, ...] = ()) -> bool:
+def _reported(session: GemmSession, example: Example, blamed: tuple[str, ...] = ()) -> bool:
     """Whether this failure is one a reader will see: the example Hypothesis reports (not a step of its
     shrinking) and not one the known-failures file explains. Only those pay for a cross-backend differential."""
     if not hypothesis_compat.is_final_example():
@@ -277,7 +332,40 @@ def _reported(session: GemmSession, gemm: Gemm, blamed: tuple[str, ...] = ()) ->
     from .. import known
 
     facts = known.machine_facts(session.known)
-    return known.match(session.known, gemm.backend, gemm.case, facts, "wrong-result", gemm.route, blamed) is None
+    case, route = example.case, example.route
+    return known.match(session.known, example.backend, case, facts, "wrong-result", route, blamed) is None
+
+
+# ---------------------------------------------------------------- 5. the candidates judged
+
+
+def _judge_candidates(
+    session: GemmSession,
+    example: Example,
+    backend: backends.Backend,
+    ref: Reference,
+    record: CallRecord,
+    seen: list[CandidateResult],
+    counted: bool,
+) -> list[confirm.Confirmation]:
+    """The winner was right. A losing candidate fails the case only when a compile that picks it is wrong too
+    (crosscheck/confirm.py): then CandidateMismatch, a wrong result (known failures and shrinking apply), with no
+    repro script (the compiled code never runs the candidate). Returns what the confirmations found."""
+    wrong = [r for r in seen if r.wrong]
+    if not wrong:
+        return []
+    weights = OPS[example.case.op].weight_positions
+    found = confirm.run(session, example, backend, ref.target, ref.args, weights, ref.judged, wrong)
+    counts = session.tally.of(example.backend)
+    if any(c.confirmed for c in found):
+        counts.failed += 1
+        confirmed = tuple(c.candidate.name for c in found if c.confirmed)  # what fails the case
+        raise CandidateMismatch(candidate_report(example, found, seen, record, backend.name), confirmed)
+    if counted:
+        right = sum(c.outcome == confirm.RIGHT for c in found)
+        counts.candidates_unconfirmed += right
+        counts.candidates_unsettled += len(found) - right
+    return found
 
 
 def _fused(kernel_name: str) -> bool:

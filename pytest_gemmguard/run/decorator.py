@@ -58,8 +58,10 @@ def gemm_case(test: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
             runner = kw.pop(RUNNER_FIXTURE)
 
             def example(gemm: Any, **fixtures: Any) -> None:
+                from .gemm import example_of
+
                 test(*args, gemm=gemm, **fixtures)
-                if not gemm.calls:
+                if not example_of(gemm).calls:
                     raise NothingVerified(
                         f"{name}() returned without calling gemm.check() (or gemm.check(fn)), so nothing was "
                         "verified; a @gemm_case test must check every example it is given"

@@ -32,13 +32,15 @@ from ..errors import (
 )
 from ..known.verdicts import Judge
 from . import replay
-from .gemm import Gemm
+from .gemm import Gemm, example_of
 from .plan import SHARED, plan, queue_ahead
 from .session import require_backend
 
 if TYPE_CHECKING:
+    from ..ahead.reply import Reply
     from ..cases.case import GemmCase
     from ..cases.space import CaseSpace
+    from .example import Example
     from .session import GemmSession
 
 # Raised inside an example, these stop the test without shrinking (see the module docstring).
@@ -67,18 +69,19 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     # Against a base's verdicts, and into this run's record (known/verdicts.py).
     judge = Judge(session.base, session.record, test_id, backend)
 
-    def known(gemm: Gemm, kind: str, exc: BaseException, candidates: tuple[str, ...] = ()) -> str | None:
+    def known(example: Example, kind: str, exc: BaseException, candidates: tuple[str, ...] = ()) -> str | None:
         """The verdict line when a known failure, or the base's same failure, explains this one (counted as
         xfail, not failed); for a failure neither explains, a note where an entry fits all but its versions."""
-        entry = tracker.note_failure(gemm.case, kind, gemm.route, candidates) if tracker is not None else None
-        if entry is None and not judge.failed_on_base(gemm.case.describe()):
-            near = tracker.near_miss(gemm.case, kind, gemm.route, candidates) if tracker is not None else None
+        case, route = example.case, example.route
+        entry = tracker.note_failure(case, kind, route, candidates) if tracker is not None else None
+        if entry is None and not judge.failed_on_base(case.describe()):
+            near = tracker.near_miss(case, kind, route, candidates) if tracker is not None else None
             if near:
                 exc.add_note(near)
             return None
         if kind == "wrong-result":
-            session.tally.add(backend, "failed", -1)  # check() counted it before the file was consulted
-        session.tally.add(backend, "xfailed")
+            session.tally.of(backend).failed -= 1  # check() counted it before the file was consulted
+        session.tally.of(backend).xfailed += 1
         return f"known failure {entry.id}" if entry is not None else "pre-existing failure (the base failed it too)"
 
     def note(case: GemmCase, verdict: str) -> None:
@@ -98,19 +101,20 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         step = outcome["ran"] + outcome["unsupported"] + 1
         started = time.perf_counter()
         gemm = Gemm(case, backend, session, test_id)
+        example = example_of(gemm)
         try:
             test(gemm=gemm, **fixtures)
             outcome["ran"] += 1
             verdict = "verified"
-            if tracker is not None and gemm.checks:
-                tracker.note_pass(case, gemm.route, gemm.judged_right)
+            if tracker is not None and example.checks:
+                tracker.note_pass(case, example.route, example.judged_right)
         except Unsupported as exc:
             outcome["unsupported"] += 1
             reasons[exc.reason] += 1
             hypothesis.event(f"unsupported: {exc.reason}")
             verdict = "unsupported"
         except GemmMismatch as exc:
-            verdict = known(gemm, "wrong-result", exc, getattr(exc, "candidates", ()))
+            verdict = known(example, "wrong-result", exc, getattr(exc, "candidates", ()))
             if verdict is None:
                 took = time.perf_counter() - started
                 # The report's first line at once: a run cut short (a CI time limit) still says what failed.
@@ -124,7 +128,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 verdict = "FAILED (wrong result; kept going for --gemm-verdicts)"
             outcome["ran"] += 1
         except STOPS as exc:
-            verdict = known(gemm, "raises", exc) if isinstance(exc, BackendCrashed) else None
+            verdict = known(example, "raises", exc) if isinstance(exc, BackendCrashed) else None
             if verdict is None and isinstance(exc, BackendCrashed) and judge.keeps_going:
                 note(case, "raises")
                 judge.keep(exc, case.describe())
@@ -148,14 +152,8 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         note(case, verdict)
         took = time.perf_counter() - started
         spent.append(took)
-        session.tally.add(backend, "example_s", took)  # the wall time per example: cases/min in the table
-        # the worker's own time beside the wait: a wait as long as it means the workers did not get ahead
-        how = ", compiled ahead" if gemm.ahead == "ok" else ""
-        how += f" in {gemm.ahead_s:.1f} s" if how and gemm.ahead_s is not None else ""
-        if how and gemm.ahead_late:  # nobody had queued it (not in the draw beforehand, or dropped): on demand
-            how += ", not drawn ahead"
-        if gemm.ahead_detail:  # the worker's compile raised, so this process compiled the case itself
-            how += f", compiled here: its compile-ahead worker raised {gemm.ahead_detail[:200]}"
+        session.tally.of(backend).example_s += took  # the wall time per example: cases/min in the table
+        how = _ahead_note(example.ahead)
         eta = sum(spent) / len(spent) * max(total - step, 0)
         line = f"{step}/{total} {case.describe()}: {verdict} ({took:.1f} s{how}; ETA {eta:.0f} s)"
         session.progress(f"[{backend}] {line}")
@@ -250,7 +248,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         raise Unsupported(backend, reasons.most_common(1)[0][0], every_of=outcome["unsupported"])
     if tracker is not None:
         if tracker.xpassed():
-            session.tally.add(backend, "xpassed", len(tracker.xpassed()))
+            session.tally.of(backend).xpassed += len(tracker.xpassed())
         tracker.finish(session.known_strict)
     if judge.xfail_reason():
         import pytest
@@ -258,6 +256,21 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         pytest.xfail(judge.xfail_reason())
     if replay_case is not None:  # the replayed case ran and passed
         raise ReplayNotReproduced(_not_reproduced(test_id, backend, [replay_case]))
+
+
+def _ahead_note(ahead: Reply | None) -> str:
+    """The progress line's word on the compile-ahead worker: its own time beside the wait (a wait as long as it
+    means the workers did not get ahead), a case nobody had queued (not in the draw beforehand, or dropped), and
+    a worker whose compile raised (then this process compiled the case itself)."""
+    if ahead is None:
+        return ""
+    how = ""
+    if ahead.status == "ok":
+        how = ", compiled ahead" + (f" in {ahead.compile_s:.1f} s" if ahead.compile_s is not None else "")
+        how += "" if ahead.queued_ahead else ", not drawn ahead"
+    if ahead.status == "error" and ahead.detail:
+        how += f", compiled here: its compile-ahead worker raised {ahead.detail[:200]}"
+    return how
 
 
 def _not_reproduced(test_id: str, backend: str, replayed: list[GemmCase], why: str = "") -> str:

@@ -1,14 +1,16 @@
-"""`Gemm`: one drawn case bound to one backend, what a `@gemm_case` test receives as `gemm`."""
+"""`Gemm`: one drawn case bound to one backend, what a `@gemm_case` test receives as `gemm`: the case and its
+API (its fields, dtype, device, inputs, and `check`). What the run keeps of the example (example.py) is not the
+test's to see."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import backends
-from ..cases.case import CaseInputs, GemmCase, build_inputs
-from ..cases.memory import guard
+from ..cases.case import CaseInputs, GemmCase
 from ..cases.ops import DTYPES
+from .check import check
+from .example import Example
 
 if TYPE_CHECKING:
     from .check import CheckResult
@@ -19,24 +21,19 @@ class Gemm:
     """One drawn case bound to one backend: what a `@gemm_case` test receives as `gemm`."""
 
     def __init__(self, case: GemmCase, backend: str, session: GemmSession, test_id: str = "") -> None:
-        self.case = case
-        self.backend = backend
+        options = getattr(session, "options", None)  # no session: a gemm for its inputs alone (tests)
+        self._example = Example(
+            case,
+            backend,
+            test_id,
+            memory_limit=getattr(options, "memory_limit", "auto"),
+            all_choices=getattr(options, "all_choices", True),
+        )
         self._session = session
-        self._test_id = test_id
-        self._inputs: CaseInputs | None = None
-        self.route: str | None = None  # the route the last check ran (multi-route backends), for known failures
-        self.checks = 0  # checks that reached the backend
-        self.calls = 0  # calls of check() by the test: an example with none verified nothing (decorator.py)
-        self.ahead: str | None = None  # what the compile-ahead worker said of this case (ok, error, fatal)
-        self.ahead_s: float | None = None  # how long that worker took over it (compile, autotune, checks)
-        self.ahead_late = False  # the worker started on it only when this process asked (not drawn ahead)
-        self.ahead_detail = ""  # what the worker's compile raised, where it raised (then compiled here again)
-        self.use_ahead = True  # False for a benchmark: its kernel is autotuned here, on a quiet machine
-        # Autotune candidates this example's checks judged right: a known entry that names a template counts a
-        # pass as "its bug did not show" only where one of them ran (known/, XPASS).
-        self.judged_right: tuple[str, ...] = ()
 
-    test_id = property(lambda self: self._test_id)
+    case = property(lambda self: self._example.case)
+    backend = property(lambda self: self._example.backend)
+    test_id = property(lambda self: self._example.test_id)
 
     # The case's fields, as the public API names them.
     op = property(lambda self: self.case.op)
@@ -53,17 +50,11 @@ class Gemm:
 
     @property
     def device(self) -> str:
-        return backends.get(self.backend).device()
+        return self._example.device
 
     @property
     def inputs(self) -> CaseInputs:
-        if self._inputs is None:
-            # A case too large for the memory free here is refused before anything is allocated (cases/memory.py).
-            options = getattr(self._session, "options", None)
-            limit, all_choices = getattr(options, "memory_limit", "auto"), getattr(options, "all_choices", True)
-            guard(self.case, self.device, limit, all_choices)
-            self._inputs = build_inputs(self.case, self.device)
-        return self._inputs
+        return self._example.inputs
 
     @property
     def args(self) -> tuple:
@@ -74,10 +65,13 @@ class Gemm:
         """Compile `fn` (default: the case's own op and epilogue) through this backend, run it and
         compare with the float64 reference. Raises GemmMismatch on a wrong result; a case the backend
         did not run with its own kernel ends the example as unsupported."""
-        from .check import check
-
-        self.calls += 1
-        return check(self._session, self, fn)
+        self._example.calls += 1
+        return check(self._session, self._example, fn)
 
     def __repr__(self) -> str:
         return f"Gemm({self.case!r}, backend={self.backend!r})"
+
+
+def example_of(gemm: Gemm) -> Example:
+    """What the run keeps of `gemm`'s example (explore.py, the decorator and the benchmark read and set it)."""
+    return gemm._example

@@ -85,7 +85,7 @@ def test_a_candidate_wrong_only_on_autotunings_own_inputs_does_not_fail_a_small_
         result = Gemm(case, "triton", session).check()
     finally:
         compiler.deactivate()
-    counts = {what: int(session.tally.counts[("triton", what)]) for what in ("candidates", "candidates_wrong",
+    counts = {what: getattr(session.tally.of("triton"), what) for what in ("candidates", "candidates_wrong",
               "candidates_unconfirmed")}  # fmt: skip
     outcomes = [outcome for outcome, _ratio, _detail in session.confirmations.values()]
     gpu_log.write(test="linear-confirm", case=repr(case), **counts, outcomes=outcomes)
