@@ -153,3 +153,20 @@ def test_snapshot_changes_name_what_differs():
     assert any("Inductor config k: 1 -> 2" in line for line in lines)
     assert any("module json replaced" in line for line in lines)
     assert isolation.changes(before, before) == []
+
+
+def test_a_namespace_package_that_gains_an_installed_packages_folder_is_no_change(tmp_path, monkeypatch):
+    """setuptools adds its vendored `jaraco` to the `jaraco` namespace package (keyring's, twine's) while torch
+    builds C++ for cpp: the process would import the same package, so this is not the backend's doing. A folder
+    from outside the installed packages still is."""
+    site = tmp_path / "site"
+    for folder in (site / "nsx", site / "setuptools" / "_vendor" / "nsx", tmp_path / "elsewhere" / "nsx"):
+        folder.mkdir(parents=True)
+        (folder / "part.py").write_text("")
+    monkeypatch.setattr(isolation, "_install_roots", lambda: (str(site),))
+    before = isolation.Snapshot((str(site),), {}, {}, {})
+    vendored = isolation.Snapshot((str(site),), {}, {}, {"nsx": f"{site / 'nsx'}:{site / 'setuptools/_vendor/nsx'}"})
+    assert isolation.changes(before, vendored) == []
+    foreign = isolation.Snapshot((str(site),), {}, {}, {"nsx": f"{site / 'nsx'}:{tmp_path / 'elsewhere/nsx'}"})
+    (line,) = isolation.changes(before, foreign)
+    assert line.startswith("module nsx loaded from ") and "where the process as found would import" in line

@@ -144,18 +144,30 @@ def changes(before: Snapshot, after: Snapshot) -> list[str]:
         except (ImportError, ValueError):
             spec = None
         fresh = _origin_of_spec(spec)
-        if fresh is not None and not _same_file(fresh, origin):
+        if fresh is not None and not _same_place(fresh, origin):
             fresh = _fresh_import_origin(name, before.sys_path)  # an import hook may serve it (see below)
         own = [os.path.abspath(p) for p in after.sys_path if p not in before.sys_path and p not in added]
         if _under(origin, own):
             continue  # an installed package's own folder (foreign_entries): the process's
-        if _under(origin, [os.path.abspath(p) for p in added]) or (fresh is not None and not _same_file(fresh, origin)):
+        moved = fresh is not None and not _same_place(fresh, origin)
+        if _under(origin, [os.path.abspath(p) for p in added]) or moved:
             lines.append(f"module {name} loaded from {origin}, where the process as found would import {fresh}")
     return lines
 
 
 def _same_file(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _same_place(fresh: str, origin: str) -> bool:
+    """The module the process would import is the one loaded. A namespace package's origin is its folders; one
+    that gained a folder inside an installed package is still the process's: setuptools adds its `_vendor`
+    copy to `jaraco` while torch builds C++ (keyring, twine and others install `jaraco` beside it)."""
+    if _same_file(fresh, origin):
+        return True
+    had, has = fresh.split(os.pathsep), origin.split(os.pathsep)
+    gained = [p for p in has if p not in had]
+    return len(has) > 1 and set(had) <= set(has) and all(_under(p, list(_install_roots())) for p in gained)
 
 
 def _fresh_import_origin(name: str, path: tuple[str, ...]) -> str | None:
