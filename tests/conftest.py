@@ -46,6 +46,32 @@ def _inductor_imported():
         ):
             torch.compile(weight)(torch.randn(4, 8))
     torch._dynamo.reset()
+    _draw_once()
+
+
+def _draw_once() -> None:
+    """matplotlib too: a test that runs --gemm-plots inside pytester would otherwise be the first to import its
+    drawing modules, which pytester then drops while matplotlib keeps pointing at them, and a later figure
+    (tests/test_plots.py, test_trend.py) mixes two copies (seen in CI, not alone). Drawing what the plots draw
+    (log axes, intervals, bands, text, a legend) into a PNG imports all of it here, where nothing drops it."""
+    import io
+
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    figure = Figure(figsize=(3, 2))
+    axes = figure.add_subplot()
+    axes.set_xscale("log")
+    axes.errorbar([1.0, 2.0], [0, 1], xerr=[[0.1, 0.2], [0.1, 0.2]], fmt="o", color="tab:red", label="x")
+    axes.axvline(1.05, linestyle="--")
+    axes.axvspan(0.95, 1.05, alpha=0.2)
+    axes.fill_between([1, 2], [0, 0], [1, 1], alpha=0.1)
+    axes.set_yticks([0, 1], labels=["a\nb", "c"])
+    axes.text(1.5, 0.5, "1.5x")
+    axes.legend(loc="best")
+    figure.suptitle("t")
+    figure.savefig(io.BytesIO(), format="png")
 
 
 @pytest.fixture
