@@ -511,3 +511,14 @@ def test_a_ratio_change_within_how_much_the_ratio_moves_between_runs_is_not_a_re
     steady = [_paired_round(key, 1.09, 1.00), _paired_round(key, 1.0955, 1.005)]
     (row,) = github.judge_rounds([r for r, _ in steady], [b for _, b in steady])
     assert row.verdict == "failed", row.broken
+
+
+def test_a_passing_test_is_placed_at_its_def_so_a_benchmark_verdict_against_the_base_has_a_line(tmp_path):
+    """A benchmark whose own run passed can fail the gate against the base (its compiled time, every round): its
+    annotation needs the test's line, which JUnit gives only for a failure."""
+    (tmp_path / "test_bench.py").write_text("import gemmlib\n\n\ndef test_mm(gemm_benchmark):\n    pass\n")
+    xml = tmp_path / "junit.xml"
+    xml.write_text('<testsuites><testsuite><testcase classname="test_bench" name="test_mm[aten]" time="1"/>'
+                   "</testsuite></testsuites>")  # fmt: skip
+    (result,) = github.read_junit(str(xml), str(tmp_path))
+    assert result.outcome == "passed" and (result.file, result.line) == ("test_bench.py", 4)

@@ -426,7 +426,7 @@ def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(
     slow = slow_run.jobs["cpu"]
     assert slow.result == "failure", slow.text[-4000:]
     assert "gemmguard: verdict fail (cpu)" in slow.text
-    prefix = "::error file=benchmarks/test_bench.py,line=5,title=gemmguard%3A aten mm-192x192x192-"
+    prefix = "::error file=benchmarks/test_bench.py,line=4,title=gemmguard%3A aten mm-192x192x192-"  # its def
     (annotation,) = [x for x in slow.lines if prefix in x]
     assert "slower than the base::benchmarks/test_bench.py::test_matmul_relu[aten]%0A" in annotation
     assert "runtime regression in absolute time: " in annotation
