@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import actrun
 import pytest
 
 # A shared CPU: a wide threshold, as a CPU gate would use (docs/benchmarks.md); no cold compiles.
@@ -131,20 +132,10 @@ def kernels(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("kernels"))
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid"}
-    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env
-    ).stdout.strip()
-
-
 def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
     for name, text in files.items():
         (repo / name).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", message)
-    return _git(repo, "rev-parse", "HEAD")
+    return actrun.commit(repo, message)
 
 
 def _gate(repo: Path, kernels: str, *args: str) -> tuple[int, str, str]:
@@ -170,7 +161,7 @@ def _annotations(log: str, kind: str) -> list[str]:
 def test_a_slower_user_function_fails_on_its_absolute_time_and_a_lost_case_fails_too(tmp_path, kernels):
     repo = tmp_path / "project"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    actrun.git(repo, "init", "-q")
     files = {"pyproject.toml": PYPROJECT, "gemmlib.py": GEMMLIB, "test_bench.py": BENCH}
     base = _commit(repo, "base", files)
     _commit(repo, "head: the user's functions slower; a case refused", {"gemmlib.py": GEMMLIB_SLOWER,
@@ -218,7 +209,7 @@ def test_a_slower_user_function_fails_on_its_absolute_time_and_a_lost_case_fails
 def test_no_base_runs_the_head_on_its_budgets_and_repro_scripts_land_in_the_report(tmp_path, kernels):
     repo = tmp_path / "project"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    actrun.git(repo, "init", "-q")
     bench = BENCH.split("\n\n\ndef test_more_work")[0] + "\n"
     files = {"pyproject.toml": PYPROJECT, "gemmlib.py": GEMMLIB, "test_bench.py": bench,
              "test_plain.py": "def test_plain():\n    assert True\n", "conftest.py": SWAPPED_MM}  # fmt: skip

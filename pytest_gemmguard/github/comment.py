@@ -69,7 +69,11 @@ def _api(method: str, url: str, token: str, body: dict | None = None) -> Any:
 def upsert_comment(api_url: str, repo: str, pr: int, body: str, token: str) -> tuple[str, int]:
     """Edit the pull request's gemmguard comment (the first one whose body starts with the marker), or create it
     when there is none: one comment per pull request, however many runs. Returns ('updated'|'created', id)."""
-    found = _find(api_url, repo, pr, token)
+    return _write(api_url, repo, pr, _find(api_url, repo, pr, token), body, token)
+
+
+def _write(api_url: str, repo: str, pr: int, found: dict | None, body: str, token: str) -> tuple[str, int]:
+    """Edit the comment `found`, or create one when it is None. Returns ('updated'|'created', id)."""
     base = f"{api_url.rstrip('/')}/repos/{repo}"
     if found is not None:
         _api("PATCH", f"{base}/issues/comments/{found['id']}", token, {"body": body})
@@ -149,10 +153,5 @@ def upsert_section(
             break
     else:
         sections.append(new)
-    body = sections_body(sections)
-    base = f"{api_url.rstrip('/')}/repos/{repo}"
-    if found is not None:
-        _api("PATCH", f"{base}/issues/comments/{found['id']}", token, {"body": body})
-        return f"updated pull request comment {found['id']}"
-    created = _api("POST", f"{base}/issues/{pr}/comments", token, {"body": body})
-    return f"created pull request comment {created['id']}"
+    how, number = _write(api_url, repo, pr, found, sections_body(sections), token)
+    return f"{how} pull request comment {number}"

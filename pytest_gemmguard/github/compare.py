@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from ..bench.verdict import Estimate, estimate_of, judge_over_rounds
+from ..bench.verdict import Estimate, RuntimeVerdict, estimate_of, judge_over_rounds
 from ..errors import GemmguardError
 from .junit import TestResult
 
@@ -97,6 +97,27 @@ def _change(now: float | None, then: float | None) -> float | None:
     return now / then - 1 if now and then else None
 
 
+def _over_rounds(
+    pairs: Sequence[tuple[dict, dict] | None], estimate: Callable[[Mapping], Estimate | None]
+) -> tuple[list[tuple[int, dict, dict]], list[RuntimeVerdict] | None, float]:
+    """One quantity (`estimate` of a measurement or a baseline entry) judged over the rounds where both sides
+    measured the case: those rounds (index, head, base), their verdicts (None where a round lacks the estimate
+    or a threshold to judge by, or with fewer than two rounds: judge_over_rounds) and the threshold."""
+    both = [(r, *p) for r, p in enumerate(pairs) if p]
+    runtime = [(h.get("compared") or {}).get("runtime") or {} for _, h, _ in both]
+    estimates = [(estimate(h), estimate(b)) for _, h, b in both]
+    if not both or any(rt.get("threshold") is None for rt in runtime) or any(None in e for e in estimates):
+        return both, None, 0.0
+    threshold, alpha = runtime[0]["threshold"], runtime[0].get("alpha", 0.01)
+    return both, judge_over_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha), threshold
+
+
+def _paired(entry: Mapping) -> Estimate | None:
+    """The estimate of the ratio to eager (None for a run without its reference)."""
+    found = estimate_of(entry)
+    return found if found is not None and found.paired else None
+
+
 def _ratio_between_runs(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]) -> str:
     """Hold the plugin's per-round verdicts on the ratio to eager to the between-run spread of that ratio. The
     plugin judges a round by the noise *within* its two runs; the ratio also moves *between* runs (the two sides
@@ -106,17 +127,9 @@ def _ratio_between_runs(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]
     the ratio's change is also beyond the threshold plus how far the base's ratio moved between its own runs
     (judge_over_rounds); otherwise the round could not tell: inconclusive. Returns a line for the report where
     it changed a round."""
-    both = [(r, *p) for r, p in enumerate(pairs) if p]
-    if len(both) < 2 or not any(row.statuses[r] == "failed" for r, _, _ in both):
+    if "failed" not in row.statuses:
         return ""
-    estimates = [(estimate_of(h), estimate_of(b)) for _, h, b in both]
-    runtime = [(h.get("compared") or {}).get("runtime") or {} for _, h, _ in both]
-    if any(None in e or not (e[0].paired and e[1].paired) for e in estimates):
-        return ""
-    if any(rt.get("threshold") is None for rt in runtime):
-        return ""
-    threshold, alpha = runtime[0]["threshold"], runtime[0].get("alpha", 0.01)
-    verdicts = judge_over_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha)
+    both, verdicts, _ = _over_rounds(pairs, _paired)
     if verdicts is None:
         return ""
     held = []
@@ -139,13 +152,7 @@ def _absolute(row: BenchRow, pairs: Sequence[tuple[dict, dict] | None]) -> str:
     line that says so ('' when no round regressed)."""
     row.times = [_change(p[0].get("median_s"), p[1].get("median_s")) if p else None for p in pairs]
     row.eager = [_change(p[0].get("ref_median_s"), p[1].get("ref_median_s")) if p else None for p in pairs]
-    both = [(r, *p) for r, p in enumerate(pairs) if p]
-    runtime = [(h.get("compared") or {}).get("runtime") or {} for _, h, _ in both]
-    estimates = [(_estimate(h), _estimate(b)) for _, h, b in both]
-    if not both or any(rt.get("threshold") is None for rt in runtime) or any(None in e for e in estimates):
-        return ""  # no comparison against the base in some round: nothing to judge the threshold by
-    threshold, alpha = runtime[0]["threshold"], runtime[0].get("alpha", 0.01)
-    verdicts = judge_over_rounds([e[0] for e in estimates], [e[1] for e in estimates], threshold, alpha)
+    both, verdicts, threshold = _over_rounds(pairs, _estimate)
     if verdicts is None or not any(v.regression for v in verdicts):
         return ""  # (None: one round, where a slower function and a slower machine look alike)
     for (r, _, _), v in zip(both, verdicts, strict=True):

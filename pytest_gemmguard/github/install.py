@@ -90,10 +90,14 @@ def has_gpu() -> bool:
         return False
 
 
+def _pip(python: str) -> list[str]:
+    return [python, "-m", "pip", "install", "--disable-pip-version-check"]
+
+
 def plan(*, python: str, torch: str, torch_index: str, project: str, workspace: Path, gpu: bool) -> list[Step]:
     """torch (where `python` has none) and the project, in that order."""
     steps: list[Step] = []
-    pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
+    pip = _pip(python)
     if _probe(python, "import torch; print(torch.__version__)") is None:
         if gpu:
             raise GemmUsageError(
@@ -121,8 +125,7 @@ def gemmguard_step(python: str, source: Path, extras: str) -> Step | None:
     if have is not None:
         print(f"gemmguard: pytest-gemmguard {have[0]} is installed; the action is {wanted}: installing {wanted}")
     target = f"{source}[{extras}]" if extras else str(source)
-    pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
-    return Step(f"pytest-gemmguard {wanted}, the action's own version", [*pip, target])
+    return Step(f"pytest-gemmguard {wanted}, the action's own version", [*_pip(python), target])
 
 
 def _copy_source(source: Path, into: Path) -> Path:
