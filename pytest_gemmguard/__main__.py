@@ -65,10 +65,8 @@ def verdicts_command(args: argparse.Namespace) -> int:
     from .known import verdicts
 
     base, head = verdicts.load(args.base), verdicts.load(args.head)
-    result = verdicts.compare(base, head)
-    for name, (was, now) in verdicts.changed_facts(base, head).items():
-        print(f"gemmguard verdicts: {name} {was or 'not installed'} -> {now or 'not installed'}")
-    print("\n".join(result.lines()))
+    result, lines = verdicts.report(base, head)
+    print("\n".join(lines))
     return 1 if result.blocking else 0
 
 

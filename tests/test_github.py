@@ -457,6 +457,21 @@ def test_the_gate_judges_failures_against_the_base_commit(pytester):
     errors = [x for x in out.splitlines() if x.startswith("::error ")]
     assert errors and all("test_linear[aten]" in x for x in errors), out[-4000:]
 
+    # A stored record of main, made in another environment (an upgrade pull request's base: its torch differs):
+    # the same verdicts, said in the job's log and the summary, with the version that moved.
+    stored = json.loads((repo / "report" / "base-verdicts.json").read_text())
+    stored["facts"]["torch"] = "2.12.0+cpu"
+    (repo / "main-verdicts.json").write_text(json.dumps(stored))
+    rc, outputs, out = _gate(repo, "--title=upgrade", *common[:2], "--verdicts=main-verdicts.json", *common[4:])
+    assert rc == 1 and outputs["verdict"] == "fail", out[-4000:]
+    summary = (repo / "step-summary.md").read_text()
+    torch_here = json.loads((repo / "report" / "verdicts.json").read_text())["facts"]["torch"]
+    for text in (out, summary):
+        assert "Verdicts: failures judged against main-verdicts.json." in text, text[-3000:]
+        assert f"gemmguard verdicts: torch 2.12.0+cpu -> {torch_here}" in text, text[-3000:]
+        assert "new failure: test_lin.py::test_linear[aten]: linear 5×6×130 float32" in text, text[-3000:]
+        assert "pre-existing (not blocking): test_lin.py::test_linear[cpp]" in text, text[-3000:]
+
     rc, _, out = _gate(repo, "--title=bad", "--tests=test_lin.py", "--verdicts=nowhere.json")
     assert rc == 2 and "--verdicts=nowhere.json: no such verdict record" in out, out[-2000:]
 

@@ -30,27 +30,29 @@ def _test_args(opts: argparse.Namespace, junit: str, repro: str) -> list[str]:
     return [*args, *shlex.split(opts.pytest_args or "")]
 
 
-def _base_verdicts(opts: argparse.Namespace, root: str, out: str) -> tuple[list[str], str]:
-    """What the head's test run adds to judge its failures on the change (known/verdicts.py), and the line saying
-    against what: `none`, `record` (the head's verdicts written, for a later run to compare against: a push to
-    main), `base-commit` (the base's tests run here first, in a worktree, recording theirs) or a stored record."""
+def _base_verdicts(opts: argparse.Namespace, root: str, out: str) -> tuple[list[str], str, str]:
+    """What the head's test run adds to judge its failures on the change (known/verdicts.py), the line saying
+    against what, and the base's record ("" where there is none): `none`, `record` (the head's verdicts written,
+    for a later run to compare against: a push to main), `base-commit` (the base's tests run here first, in a
+    worktree, recording theirs) or a stored record (main's, made in main's environment: an upgrade's base)."""
     mode = (opts.verdicts or "none").strip()
     if mode == "none":
-        return [], ""
+        return [], "", ""
     own = [f"--gemm-verdicts={os.path.join(out, 'verdicts.json')}"]
     if mode == "record":
-        return own, "this run's verdicts recorded in verdicts.json"
+        return own, "this run's verdicts recorded in verdicts.json", ""
     if mode != "base-commit":
-        if not os.path.isfile(os.path.join(root, mode)):
+        stored = os.path.join(root, mode)
+        if not os.path.isfile(stored):
             raise GemmUsageError(f"gemmguard: --verdicts={mode}: no such verdict record; use none, record, "
                                  "base-commit or the path of a record (--gemm-verdicts)")  # fmt: skip
-        return [*own, f"--gemm-base-verdicts={os.path.join(root, mode)}"], f"failures judged against {mode}"
+        return [*own, f"--gemm-base-verdicts={stored}"], f"failures judged against {mode}", stored
     record = os.path.join(out, "base-verdicts.json")
     if os.path.exists(record):
         os.unlink(record)
     missing = no_base(opts.base_ref)
     if missing:
-        return own, f"{missing}: every failure is judged as new"
+        return own, f"{missing}: every failure is judged as new", ""
     tree, sha = base_tree(root, opts.base_ref)
     try:
         base_out = os.path.join(out, "base")
@@ -60,40 +62,44 @@ def _base_verdicts(opts: argparse.Namespace, root: str, out: str) -> tuple[list[
         remove_tree(root, tree)
     if not os.path.exists(record):
         why = said or f"exit status {rc}"
-        return own, f"the base {sha[:12]} wrote no verdict record ({why}): every failure is judged as new"
-    return [*own, f"--gemm-base-verdicts={record}"], f"failures judged against the base {sha[:12]}, run here first"
+        return own, f"the base {sha[:12]} wrote no verdict record ({why}): every failure is judged as new", ""
+    against = f"failures judged against the base {sha[:12]}, run here first"
+    return [*own, f"--gemm-base-verdicts={record}"], against, record
 
 
-def _test_run(opts: argparse.Namespace, root: str, out: str, junit: str) -> tuple[list[TestResult], str, str]:
-    """The correctness run: its results, the line saying what its failures were judged against, and, when it did
-    not happen as asked, the one line saying so."""
-    extra, against = _base_verdicts(opts, root, out)
+def _test_run(opts: argparse.Namespace, root: str, out: str, junit: str) -> tuple[list[TestResult], list[str], str]:
+    """The correctness run: its results, the lines saying what its failures were judged against and what changed,
+    and, when it did not happen as asked, the one line saying so."""
+    extra, against, base_record = _base_verdicts(opts, root, out)
     if os.path.exists(junit):
         os.unlink(junit)
     rc, said = run_pytest([*_test_args(opts, junit, os.path.join(out, "repro")), *extra], root, label="tests")
     results = read_junit(junit, root) if os.path.exists(junit) else []
+    changes = _changes(os.path.join(out, "verdicts.json"), against, base_record)
     if rc == 5:
-        return results, against, f"gemmguard: pytest collected no tests in {opts.tests}"
+        return results, changes, f"gemmguard: pytest collected no tests in {opts.tests}"
     if rc not in (0, 1):
         why = f"gemmguard: the test run ended with exit status {rc}: " + (said or "see its log above")
-        return results, against, why
+        return results, changes, why
     if not os.path.exists(junit):
-        return results, against, "gemmguard: the test run wrote no JUnit XML"
+        return results, changes, "gemmguard: the test run wrote no JUnit XML"
     if rc == 1 and not any(r.outcome in ("failed", "error") for r in results):
         # gemmguard fails a run in which GEMM tests were selected but no backend ran anything.
         why = "gemmguard: the test run failed without a failing test: no backend ran anything (see its log)"
-        return results, against, why
-    return results, against, ""
+        return results, changes, why
+    return results, changes, ""
 
 
-def _changes(out: str, against: str) -> list[str]:
-    """The summary's lines on the change: what the verdicts were judged against, and what moved."""
+def _changes(head: str, against: str, base: str) -> list[str]:
+    """The lines on the change, for the job's log and its summary: what the failures were judged against, then
+    what moved between the base's record and this run's (an upgrade's package versions first)."""
     from ..known import verdicts
 
-    base, head = os.path.join(out, "base-verdicts.json"), os.path.join(out, "verdicts.json")
     lines = [f"Verdicts: {against}."] if against else []
-    if os.path.exists(base) and os.path.exists(head):
-        lines += [f"    {line}" for line in verdicts.compare(verdicts.load(base), verdicts.load(head)).lines()]
+    if base and os.path.exists(base) and os.path.exists(head):
+        lines += verdicts.report(verdicts.load(base), verdicts.load(head))[1]
+    for line in lines:
+        print(line)
     return lines
 
 
@@ -104,9 +110,9 @@ def gate(opts: argparse.Namespace) -> int:
     results: list[TestResult] = []
     failed_run = ""
     junit = os.path.join(out, "junit-tests.xml")
-    against = ""
+    changes: list[str] = []
     if shlex.split(opts.tests or ""):
-        results, against, failed_run = _test_run(opts, root, out, junit)
+        results, changes, failed_run = _test_run(opts, root, out, junit)
     bench = None
     bench_results: list[TestResult] = []
     bench_tests = shlex.split(opts.bench_tests or "")
@@ -127,9 +133,8 @@ def gate(opts: argparse.Namespace) -> int:
     for line in annotations(results, bench, bench_results):
         print(line)
     text = summary_markdown(opts.title, results, bench, run_error=failed_run)
-    changes = _changes(out, against)
-    if changes:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(changes) + "\n"
+    if changes:  # the counts and each failure on a line of its own (indented: Markdown keeps them as they are)
+        text = text.rstrip("\n") + "\n\n" + "\n".join([changes[0], *(f"    {x}" for x in changes[1:])]) + "\n"
     write_text_atomic(os.path.join(out, "summary.md"), text)
     write_text_atomic(os.path.join(out, "comment.md"), text)
     append_summary(os.environ.get("GITHUB_STEP_SUMMARY"), text)

@@ -279,3 +279,14 @@ def changed_facts(base: Record, head: Record) -> Mapping[str, tuple[Any, Any]]:
     """The packages whose versions differ between the two records (an upgrade pull request)."""
     keys = dict.fromkeys([*base.facts, *head.facts])
     return {k: (base.facts.get(k), head.facts.get(k)) for k in keys if base.facts.get(k) != head.facts.get(k)}
+
+
+def report(base: Record, head: Record) -> tuple[Comparison, list[str]]:
+    """The comparison and its lines as a reader gets them: what changed in the environment (an upgrade pull
+    request), then the counts and every failure by kind."""
+    result = compare(base, head)
+    lines = [
+        f"gemmguard verdicts: {name} {was or 'not installed'} -> {now or 'not installed'}"
+        for name, (was, now) in changed_facts(base, head).items()
+    ]
+    return result, [*lines, *result.lines()]
