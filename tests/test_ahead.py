@@ -7,6 +7,7 @@ import re
 import sys
 
 import pytest
+from actrun import plants
 
 from pytest_gemmguard.ahead import policy as ahead_policy
 from pytest_gemmguard.ahead import pool as ahead
@@ -25,36 +26,18 @@ def test_linear(gemm):  # queued at collection, so its cases are compiled while 
 """
 
 # A real post-grad pass that kills the process compiling any mm whose M is 7: a segfault in the backend.
-SEGFAULT = """
-import os
-import signal
-
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class SegfaultOnM7(CustomGraphPass):
-    def __call__(self, graph):
+SEGFAULT = plants.planted_backend(
+    "segv-m7",
+    plants.graph_pass(
+        "SegfaultOnM7",
+        """
         for node in graph.nodes:
             if node.target is torch.ops.aten.mm.default and node.meta["val"].shape[0] == 7:
                 os.kill(os.getpid(), signal.SIGSEGV)
-
-    def uuid(self):
-        return "gemmguard-test-segfault-m7"
-
-
-class Segfaults(AtenBackend):
-    name = "segv-m7"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": SegfaultOnM7()}
-
-
-backends.register(Segfaults())
-"""
+        """,
+    ),
+    imports="import os\nimport signal\n",
+)
 
 # A backend none of whose kernels is ever its own: every case compiles, runs, and is unsupported.
 CLAIMS_NOTHING = """
@@ -76,36 +59,13 @@ backends.register(ClaimsNothing())
 def in_workers_only(name: str, planted: str, attribute: str = "") -> str:
     """The source of a backend `name` (aten) whose post-grad pass runs the statement `planted` only inside a
     compile-ahead worker, never in the test process (`attribute`: one more line of the backend's class)."""
-    return f"""
-import sys
-import time
-
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class InWorkersOnly(CustomGraphPass):
-    def __call__(self, graph):
+    in_workers = f"""
         main = getattr(sys.modules["__main__"], "__spec__", None)
         if main is not None and main.name == "pytest_gemmguard.ahead.worker":
             {planted}
-
-    def uuid(self):
-        return "gemmguard-test-{name}"
-
-
-class Planted(AtenBackend):
-    name = "{name}"
-    {attribute}
-
-    def inductor_options(self):
-        return {{**super().inductor_options(), "post_grad_custom_post_pass": InWorkersOnly()}}
-
-
-backends.register(Planted())
-"""
+    """
+    plant = plants.graph_pass("InWorkersOnly", in_workers)
+    return plants.planted_backend(name, plant, imports="import sys\nimport time\n", members=attribute)
 
 
 # A backend whose compile raises in a compile-ahead worker only: the test process compiles the case itself.

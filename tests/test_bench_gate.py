@@ -19,6 +19,7 @@ from pathlib import Path
 
 import actrun
 import pytest
+from actrun import plants
 
 # A shared CPU: a wide threshold, as a CPU gate would use (docs/benchmarks.md); no cold compiles.
 PYPROJECT = """
@@ -104,26 +105,16 @@ BENCH_HEAD = BENCH.split("\n\n\ndef test_dropped")[0] + REFUSED
 
 # A wrong result without a C++ kernel to build: a real post-grad pass that swaps every mm's operands (a
 # square case keeps its shapes, not its values).
-SWAPPED_MM = """
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class SwapOperands(CustomGraphPass):
-    def __call__(self, graph):
+SWAPPED_MM = plants.patched_aten(
+    plants.graph_pass(
+        "SwapOperands",
+        """
         for node in graph.nodes:
             if node.target is torch.ops.aten.mm.default:
                 node.args = (node.args[1], node.args[0])
-
-    def uuid(self):
-        return "gemmguard-test-swap-operands"
-
-
-_options = AtenBackend.inductor_options
-AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": SwapOperands()}
-"""
+        """,
+    )
+)
 
 
 @pytest.fixture(scope="module")

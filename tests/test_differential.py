@@ -7,59 +7,16 @@ did on the same inputs, and say whether the failing backend is wrong alone or wr
 
 import re
 
-PLANTED = '''
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
+from actrun import plants
 
-from pytest_gemmguard import backends
+# Every GEMM's result 0.01 too large (a real Inductor graph pass), planted in two backends; and a compile crash.
+SHIFT = plants.shift_gemms("Shift", 0.01, ops=("mm", "addmm"))
+PLANTED = (
+    plants.planted_backend("wrong-aten", SHIFT)
+    + plants.planted_backend("also-wrong", SHIFT)
+    + plants.planted_backend("crashy", plants.graph_pass("Raise", 'raise RuntimeError("planted compile crash")'))
+    + """
 from pytest_gemmguard.crosscheck import differential
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class Shift(CustomGraphPass):
-    """A real Inductor graph pass: every GEMM's result comes out 0.01 too large."""
-
-    def __call__(self, graph):
-        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
-        for node in list(graph.nodes):
-            if node.target in gemms:
-                with graph.inserting_after(node):
-                    shifted = graph.call_function(torch.ops.aten.add.Tensor, (node, 0.01))
-                node.replace_all_uses_with(shifted)
-                shifted.args = (node, 0.01)
-
-    def uuid(self):
-        return "gemmguard-test-shift"
-
-
-class Raise(CustomGraphPass):
-    def __call__(self, graph):
-        raise RuntimeError("planted compile crash")
-
-    def uuid(self):
-        return "gemmguard-test-raise"
-
-
-class WrongAten(AtenBackend):
-    name = "wrong-aten"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": Shift()}
-
-
-class AlsoWrong(WrongAten):
-    name = "also-wrong"
-
-
-class CrashyAten(AtenBackend):
-    name = "crashy"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": Raise()}
-
-
-for backend in (WrongAten(), AlsoWrong(), CrashyAten()):
-    backends.register(backend)
 
 # Count the differentials run (each costs compiles): one per reported failure, none per shrinking step.
 _original = differential.run
@@ -77,7 +34,8 @@ differential.run = counted
 def pytest_unconfigure(config):
     differential.run = _original
     open("differentials.txt", "w").write("\\n".join(calls))
-'''
+"""
+)
 
 TEST = """
 from pytest_gemmguard import gemm_case

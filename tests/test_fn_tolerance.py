@@ -8,6 +8,7 @@ Triton's TF32 does, reproduces that number here on the CPU.
 
 import pytest
 import torch
+from actrun import plants
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -222,16 +223,11 @@ def test_linear_addmm_and_bmm_with_their_own_bias_and_scale_are_bounded():
 
 # A backend whose every float32 mm errs by 60 float32 ulps of sum |a_i * b_i|: inside the GEMM bound at
 # K = 1024 (4 * sqrt(K) = 128 ulps), outside what the case's bound leaves after a sigmoid (a quarter of it).
-ERRS_WITHIN_THE_GEMM_BOUND = """
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class AddSixtyUlps(CustomGraphPass):
-    def __call__(self, graph):
+ERRS_WITHIN_THE_GEMM_BOUND = plants.planted_backend(
+    "sixty-ulps-off",
+    plants.graph_pass(
+        "AddSixtyUlps",
+        """
         for node in list(graph.nodes):
             if node.target is torch.ops.aten.mm.default:
                 a, b = node.args
@@ -243,20 +239,9 @@ class AddSixtyUlps(CustomGraphPass):
                     skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, err))
                 node.replace_all_uses_with(skewed)
                 skewed.args = (node, err)
-
-    def uuid(self):
-        return "gemmguard-test-add-sixty-ulps"
-
-
-class SixtyUlpsOff(AtenBackend):
-    name = "sixty-ulps-off"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": AddSixtyUlps()}
-
-
-backends.register(SixtyUlpsOff())
-"""
+        """,
+    ),
+)
 
 MATMUL_ON_A_SIGMOID_CASE = """
 import torch

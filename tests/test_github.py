@@ -23,37 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 # A real Inductor post-grad pass that adds 0.01 to every GEMM's output, on a real backend: what a broken
 # compiler does to a user's GEMMs.
-WRONG_KERNEL = """
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class OffByAHundredth(CustomGraphPass):
-    def __call__(self, graph):
-        for node in list(graph.nodes):
-            if node.target in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
-                with graph.inserting_after(node):
-                    off = graph.call_function(torch.ops.aten.add.Tensor, (node, 0.01))
-                node.replace_all_uses_with(off)
-                off.args = (node, 0.01)
-
-    def uuid(self):
-        return "gemmguard-test-off-by-a-hundredth"
-
-
-class WrongKernel(AtenBackend):
-    name = "wrong-kernel"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": OffByAHundredth()}
-
-
-if "wrong-kernel" not in backends.names():
-    backends.register(WrongKernel())
-"""
+WRONG_KERNEL = plants.planted_backend(
+    "wrong-kernel", plants.shift_gemms("OffByAHundredth", 0.01, ops=("mm", "addmm")), once=True
+)
 
 CASE_TEST = """
 from pytest_gemmguard import gemm_case

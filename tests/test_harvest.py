@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from actrun import plants
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_gemmguard import GemmUsageError, harvest_gemms
@@ -461,42 +462,13 @@ def test_a_harvested_suite_runs_and_passes_on_aten_and_cpp(pytester):
         assert row[1:4] == ["2", "0", "0"] and row[6:9] == ["6", "0", "0"], row
 
 
-PLANTED = '''
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-WRONG = {(10, 24), (16, 16)}  # output (M, N): the MLP's up-projection, and M = 16 of a 16-wide projection
-
-
-class SkewOneShape(CustomGraphPass):
-    """A real Inductor graph pass that corrupts GEMMs of the output shapes in WRONG, and no others."""
-
-    def __call__(self, graph):
-        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
-        for node in list(graph.nodes):
-            if node.target in gemms and tuple(node.meta["val"].shape) in WRONG:
-                with graph.inserting_after(node):
-                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, 0.01))
-                node.replace_all_uses_with(skewed)
-                skewed.args = (node, 0.01)
-
-    def uuid(self):
-        return "gemmguard-test-skew-one-shape"
-
-
-class WrongForOneShape(AtenBackend):
-    name = "wrong-one-shape"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": SkewOneShape()}
-
-
-if "wrong-one-shape" not in backends.names():
-    backends.register(WrongForOneShape())
-'''
+# A real Inductor graph pass that corrupts GEMMs of two output shapes (M, N), and no others: the MLP's
+# up-projection, and M = 16 of a 16-wide projection.
+PLANTED = plants.planted_backend(
+    "wrong-one-shape",
+    plants.shift_gemms("SkewOneShape", 0.01, when='tuple(node.meta["val"].shape) in {(10, 24), (16, 16)}'),
+    once=True,
+)
 
 PLANTED_SUITE = """
 from pytest_gemmguard import gemm_case

@@ -15,6 +15,7 @@ from dataclasses import replace
 from importlib.metadata import version as dist_version
 
 import pytest
+from actrun import plants
 
 from pytest_gemmguard import known as kn
 from pytest_gemmguard.cases.case import GemmCase
@@ -732,35 +733,18 @@ def test_the_shipped_triton_entry_covers_the_h200_finding_and_nothing_beside_it(
 
 # ---------------------------------------------------------------- a known crash that loses the CUDA context
 
-LOST_CONTEXT = '''
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class Fault(CustomGraphPass):
-    """Stands in for a kernel that faults: on a GPU such an error leaves the process's CUDA context unusable."""
-
-    def __call__(self, graph):
+# Stands in for a kernel that faults: on a GPU such an error leaves the process's CUDA context unusable.
+LOST_CONTEXT = plants.planted_backend(
+    "faulty",
+    plants.graph_pass(
+        "Fault",
+        """
         with open("compiles.txt", "a") as fh:
             fh.write("compile\\n")
         raise RuntimeError("CUDA error: misaligned address (planted)")
-
-    def uuid(self):
-        return "gemmguard-test-fault"
-
-
-class Faulty(AtenBackend):
-    name = "faulty"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": Fault()}
-
-
-backends.register(Faulty())
-'''
+        """,
+    ),
+)
 
 LOST_CONTEXT_TEST = """
 from pytest_gemmguard import gemm_case
@@ -873,8 +857,6 @@ reason = "every GEMM off by one (planted)"
 
 @pytest.mark.slow
 def test_a_report_names_the_entry_that_fits_all_but_its_versions(pytester, plugin_args):
-    from actrun import plants
-
     pytester.makeconftest(plants.WRONG_ATEN)
     pytester.makepyfile(test_mm=NEAR_MISS_TEST)
     pytester.makefile(".toml", known=NEAR_MISS_ENTRY)

@@ -9,49 +9,26 @@ import subprocess
 import sys
 
 import pytest
+from actrun import plants
 
-PLANTED = '''
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
+# Wrong only in one regime: every GEMM whose N is odd is off by 0.01. And a backend that says it is CPP but lets
+# Inductor use ATen: every GEMM silently runs another backend.
+PLANTED = (
+    plants.planted_backend(
+        "wrong-odd-n", plants.shift_gemms("SkewOddN", 0.01, when='node.meta["val"].shape[-1] % 2 == 1')
+    )
+    + """
 from pytest_gemmguard.backends.cpp import CppBackend
 
 
-class SkewOddN(CustomGraphPass):
-    """A real Inductor graph pass that corrupts every GEMM whose N is odd: wrong only in that regime."""
-
-    def __call__(self, graph):
-        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
-        for node in list(graph.nodes):
-            if node.target in gemms and node.meta["val"].shape[-1] % 2 == 1:
-                with graph.inserting_after(node):
-                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, 0.01))
-                node.replace_all_uses_with(skewed)
-                skewed.args = (node, 0.01)
-
-    def uuid(self):
-        return "gemmguard-test-skew-odd-n"
-
-
-class WrongForOddN(AtenBackend):
-    name = "wrong-odd-n"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": SkewOddN()}
-
-
 class SilentFallback(CppBackend):
-    """Says it is CPP but lets Inductor use ATen: every GEMM silently runs another backend."""
-
     name = "silent-fallback"
     inductor_name = "ATEN"
 
 
-for backend in (WrongForOddN(), SilentFallback()):
-    backends.register(backend)  # released when the session ends, so the next in-process run registers again
-'''
+backends.register(SilentFallback())  # released when the session ends, so the next in-process run registers again
+"""
+)
 
 EDGE_TEST = """
 from pytest_gemmguard import gemm_case
@@ -123,34 +100,8 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester,
     assert torch.__name__ in open(path).read() and "pytest_gemmguard" not in open(path).read()
 
 
-SLOW = '''
-import time
-
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class Stall(CustomGraphPass):
-    """A compile that takes far longer than it should (a planted compile-time blow-up)."""
-
-    def __call__(self, graph):
-        time.sleep(30)
-
-    def uuid(self):
-        return "gemmguard-test-stall"
-
-
-class SlowCompile(AtenBackend):
-    name = "slow-compile"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": Stall()}
-
-
-backends.register(SlowCompile())
-'''
+# A compile that takes far longer than it should (a planted compile-time blow-up).
+SLOW = plants.planted_backend("slow-compile", plants.graph_pass("Stall", "time.sleep(30)"), imports="import time\n")
 
 
 def test_a_compile_past_the_timeout_fails_the_test_at_once(pytester):

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from actrun import plants
 
 from pytest_gemmguard.cases.case import GemmCase
 from pytest_gemmguard.cases.precision import math_precision
@@ -77,19 +78,13 @@ def test_the_case_switches_reduced_precision_reductions_off_and_restores_them():
         matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction = before
 
 
-HALF_SPLIT_K = '''
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class HalfSplitK(CustomGraphPass):
-    """What cuBLAS does with reduced-precision reductions allowed: split K in four, store each partial
-    product in the half-precision output dtype, add the partials (a real graph pass, real compiles)."""
-
-    def __call__(self, graph):
+# What cuBLAS does with reduced-precision reductions allowed: split K in four, store each partial product in the
+# half-precision output dtype, add the partials (a real graph pass, real compiles).
+HALF_SPLIT_K = plants.planted_backend(
+    "half-split-k",
+    plants.graph_pass(
+        "HalfSplitK",
+        """
         for node in list(graph.nodes):
             if node.target is not torch.ops.aten.mm.default or node.meta["val"].dtype == torch.float32:
                 continue
@@ -107,20 +102,9 @@ class HalfSplitK(CustomGraphPass):
                     total = part if total is None else graph.call_function(torch.ops.aten.add.Tensor, (total, part))
             node.replace_all_uses_with(total)
             graph.erase_node(node)
-
-    def uuid(self):
-        return "gemmguard-test-half-split-k"
-
-
-class ReducedPrecisionReduction(AtenBackend):
-    name = "half-split-k"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": HalfSplitK()}
-
-
-backends.register(ReducedPrecisionReduction())
-'''
+        """,
+    ),
+)
 
 SPLIT_K_TEST = """
 from pytest_gemmguard import gemm_case

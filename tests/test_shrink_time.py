@@ -8,38 +8,11 @@ import re
 import shutil
 import time
 
+from actrun import plants
+
 # A backend that is wrong on every GEMM (a real Inductor graph pass adds 0.5 to each mm's output), and a
 # test that costs 0.4 s per example beyond its compile: shrinking its failure takes Hypothesis many steps.
-PLANT = """
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class SkewAll(CustomGraphPass):
-    def __call__(self, graph):
-        for node in list(graph.nodes):
-            if node.target is torch.ops.aten.mm.default:
-                with graph.inserting_after(node):
-                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, 0.5))
-                node.replace_all_uses_with(skewed)
-                skewed.args = (node, 0.5)
-
-    def uuid(self):
-        return "gemmguard-test-skew-all"
-
-
-class WrongEverywhere(AtenBackend):
-    name = "wrong-everywhere"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": SkewAll()}
-
-
-backends.register(WrongEverywhere())
-"""
+PLANT = plants.planted_backend("wrong-everywhere", plants.shift_gemms("SkewAll", 0.5, ops=("mm",)))
 
 SLOW_WRONG = """
 import os
@@ -84,37 +57,9 @@ def test_shrinking_stops_at_its_limit_and_the_failure_is_still_reported(pytester
 
 
 # Wrong only in bfloat16: the simplest draw (float32) passes, so a failure is found among later, richer draws.
-WRONG_BF16 = """
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard import backends
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class SkewBf16(CustomGraphPass):
-    def __call__(self, graph):
-        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
-        for node in list(graph.nodes):
-            if node.target in gemms and node.meta["val"].dtype == torch.bfloat16:
-                with graph.inserting_after(node):
-                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, 1.0))
-                node.replace_all_uses_with(skewed)
-                skewed.args = (node, 1.0)
-
-    def uuid(self):
-        return "gemmguard-test-skew-bf16"
-
-
-class WrongBf16(AtenBackend):
-    name = "wrong-bf16"
-
-    def inductor_options(self):
-        return {**super().inductor_options(), "post_grad_custom_post_pass": SkewBf16()}
-
-
-backends.register(WrongBf16())
-"""
+WRONG_BF16 = plants.planted_backend(
+    "wrong-bf16", plants.shift_gemms("SkewBf16", 1.0, when='node.meta["val"].dtype == torch.bfloat16')
+)
 
 LISTED_SHAPE = """
 import os

@@ -1,18 +1,111 @@
-"""Planted defects shared by the gate's tests (tests/test_github.py) and the workflow runs
-(tests/test_workflows.py), and a planted witness of autotuning (tests/test_kernel_cache.py too): conftest
-sources a test writes into its own temporary project."""
+"""Planted defects shared by the tests: conftest sources a test writes into its own temporary project.
 
-# A compiled slowdown: every compiled GEMM runs in float64 (the same result, about 5x slower), eager untouched,
-# as an Inductor regression would be.
-UPCAST_GEMMS_CONFTEST = """
+Most plants are one real Inductor post-grad pass on the real ATen backend, either as a backend of its own
+(planted_backend: a name to run beside the real ones) or in the aten backend itself (patched_aten: a pull
+request's or a user's conftest, which the run's own aten obeys); graph_pass and shift_gemms write the pass.
+UPCAST_GEMMS_CONFTEST and WRONG_ATEN serve the gate's tests (tests/test_github.py) and the workflow runs
+(tests/test_workflows.py) among others; AUTOTUNE_LOG_CONFTEST tests/test_kernel_cache.py too."""
+
+import hashlib
+import re
+import textwrap
+from typing import NamedTuple
+
+_IMPORTS = """
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
+from pytest_gemmguard import backends
 from pytest_gemmguard.backends.aten import AtenBackend
+"""
 
 
-class UpcastGemms(CustomGraphPass):
-    def __call__(self, graph):
+_STAMP = "<conftest hash>"
+
+
+class GraphPass(NamedTuple):
+    """A post-grad pass as conftest source: its class `name` and the class's definition."""
+
+    name: str
+    source: str
+
+
+def graph_pass(name: str, body: str) -> GraphPass:
+    """The pass class `name` whose `__call__(self, graph)` runs `body` (source, indented as it likes). Its uuid,
+    Inductor's cache key for the pass, is stamped by planted_backend or patched_aten with a hash of the whole
+    conftest: two plants built apart (another body, backend name or class member) never share a cached compile;
+    a source edited after building keeps its stamp."""
+    body = textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8)
+    slug = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", name).lower()
+    source = f"class {name}(CustomGraphPass):\n    def __call__(self, graph):\n{body}\n\n"
+    return GraphPass(name, f'{source}    def uuid(self):\n        return "gemmguard-test-{slug}-{_STAMP}"\n')
+
+
+def _stamped(conftest: str) -> str:
+    return conftest.replace(_STAMP, hashlib.sha256(conftest.encode()).hexdigest()[:12])
+
+
+def shift_gemms(name: str, by: float, ops: tuple[str, ...] = ("mm", "addmm", "bmm"), when: str = "True") -> GraphPass:
+    """The pass `name` that adds `by` to the result of every GEMM of `ops` (aten op names) for which `when` holds
+    (an expression of the GEMM's graph node, `node`): a wrong result in the compiled GEMM only, eager untouched."""
+    gemms = "".join(f"torch.ops.aten.{op}.default, " for op in ops)
+    return graph_pass(
+        name,
+        f"""
+        gemms = ({gemms})
+        for node in list(graph.nodes):
+            if node.target in gemms and ({when}):
+                with graph.inserting_after(node):
+                    shifted = graph.call_function(torch.ops.aten.add.Tensor, (node, {by!r}))
+                node.replace_all_uses_with(shifted)
+                shifted.args = (node, {by!r})
+        """,
+    )
+
+
+def planted_backend(name: str, plant: GraphPass, *, imports: str = "", members: str = "", once: bool = False) -> str:
+    """The source of a conftest.py that registers the backend `name`: ATen, with `plant` run on every compile's
+    post-grad graph. `imports`: more import lines; `members`: more lines of the backend's class; `once`: register
+    only while no backend has that name (the same conftest imported again in one process)."""
+    cls = "".join(part.title() for part in name.split("-")) + "Backend"  # never the pass's own name
+    members = f"\n    {members}" if members else ""
+    register = f"backends.register({cls}())"
+    if once:
+        register = f'if "{name}" not in backends.names():\n    {register}'
+    return _stamped(f"""{imports}{_IMPORTS}
+
+{plant.source}
+
+class {cls}(AtenBackend):
+    name = "{name}"{members}
+
+    def inductor_options(self):
+        return {{**super().inductor_options(), "post_grad_custom_post_pass": {plant.name}()}}
+
+
+{register}
+""")
+
+
+def patched_aten(plant: GraphPass, doc: str = "") -> str:
+    """The source of a conftest.py that puts `plant` in the real aten backend itself, as a pull request's or a
+    user's conftest could: no new backend, the run's own aten goes wrong (`doc`: the module's docstring)."""
+    docstring = f'"""{doc}"""\n' if doc else ""
+    return _stamped(f"""{docstring}{_IMPORTS}
+
+{plant.source}
+
+_options = AtenBackend.inductor_options
+AtenBackend.inductor_options = lambda self: {{**_options(self), "post_grad_custom_post_pass": {plant.name}()}}
+""")
+
+
+# A compiled slowdown: every compiled GEMM runs in float64 (the same result, about 5x slower), eager untouched,
+# as an Inductor regression would be.
+UPCAST_GEMMS_CONFTEST = patched_aten(
+    graph_pass(
+        "UpcastGemms",
+        """
         convert = torch.ops.prims.convert_element_type.default
         for node in list(graph.nodes):
             if node.target is torch.ops.aten.mm.default:
@@ -24,14 +117,9 @@ class UpcastGemms(CustomGraphPass):
                     back = graph.call_function(convert, (wide, node.meta["val"].dtype))
                 node.replace_all_uses_with(back)
                 graph.erase_node(node)
-
-    def uuid(self):
-        return "gemmguard-test-upcast-gemms"
-
-
-_options = AtenBackend.inductor_options
-AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": UpcastGemms()}
-"""
+        """,
+    )
+)
 
 # A witness of autotuning: a second extern mm that is right but reports itself slow, so autotuning runs (ATen
 # alone offers one choice on the CPU) and the real mm wins. Each time autotuning benchmarks it, one line goes to
@@ -73,28 +161,6 @@ select_algorithm.add_preprocessing_fn(plant)
 
 # A real Inductor post-grad pass on the real ATen backend, planted as a root conftest.py
 # (a pull request's, a user's project): every GEMM's result is off by one. A gate must fail on it.
-WRONG_ATEN = '''"""Planted by gemmguard's tests: every compiled GEMM of the aten backend is off by one."""
-
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from pytest_gemmguard.backends.aten import AtenBackend
-
-
-class OffByOne(CustomGraphPass):
-    def __call__(self, graph):
-        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
-        for node in list(graph.nodes):
-            if node.target in gemms:
-                with graph.inserting_after(node):
-                    off = graph.call_function(torch.ops.aten.add.Tensor, (node, 1.0))
-                node.replace_all_uses_with(off)
-                off.args = (node, 1.0)
-
-    def uuid(self):
-        return "gemmguard-test-off-by-one"
-
-
-_options = AtenBackend.inductor_options
-AtenBackend.inductor_options = lambda self: {**_options(self), "post_grad_custom_post_pass": OffByOne()}
-'''
+WRONG_ATEN = patched_aten(
+    shift_gemms("OffByOne", 1.0), "Planted by gemmguard's tests: every compiled GEMM of the aten backend is off by one."
+)
