@@ -20,7 +20,7 @@ Planted defects, on the same cases and bounds (eager, on the CPU; backend-indepe
 counted where K >= 256, a single chunk being exact), one wrong element (+ 0.25 * (1 + |y|)). The table gives
 how many were caught (over the bound).
 
-    PYTHONPATH=$PWD python3 scripts/calibrate_fn_bound.py --device cuda --cases 1000 --backends aten triton
+    PYTHONPATH=$PWD python3 scripts/calibrate_fn_bound.py --device cuda --cases 50 --backends aten triton
 
 Columns: cases run, unsupported, over the bound, max ratio (error / bound), over where eager PyTorch is over
 too on the same inputs, and the worst case (M x N x K, layout, case seed, whether it cancelled), which

@@ -19,7 +19,7 @@
 #   calibrate-fn  the bound of check(fn) on the functions users write (scripts/calibrate_fn_bound.py)
 #   seeds         a user's own project over fresh seeds, aten and triton (scripts/gpu_seeds.sh); SEED=N reruns
 #   orders        every ordered pair of backends in one process (tests/test_backend_orders.py)
-#   examples      README's main job with every extra: python -m pytest examples -v --durations=0 --gemm-seed=1
+#   examples      README's main job with every extra: python -m pytest examples -v --durations=0 --gemm-seed=${SEED:-1}
 #   rates         verified cases per minute: the triton user file, cutedsl's file (seed 11, default budget)
 #   workers       the triton user file at three splits of the cores (workers x compile threads)
 #   job           the workflow's GPU job (scripts/gpu_job_local.sh), narrowed as recorded
@@ -209,7 +209,7 @@ step_calibrate() {
 }
 
 step_calibrate_fn() {
-  t python3 scripts/calibrate_fn_bound.py --device cuda --cases "${FN_CASES:-1000}" --backends aten triton \
+  t python3 scripts/calibrate_fn_bound.py --device cuda --cases "${FN_CASES:-50}" --backends aten triton \
     --out "$out/calibrate-fn.jsonl"
 }
 
