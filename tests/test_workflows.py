@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import actrun
@@ -52,6 +53,23 @@ def _run(*command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 
 # ---------------------------------------------------------------- lint
+
+
+def test_the_shared_plants_pass_the_lint_a_ci_job_runs_on_them(tmp_path):
+    """A plant is a pull request's conftest: the CPU job lints it before the gate runs, so a plant ruff refuses
+    fails the job at Lint, not at the gate the act tests mean to see fail (an unused import did once)."""
+    samples = {
+        "wrong_aten.py": plants.WRONG_ATEN,
+        "upcast.py": plants.UPCAST_GEMMS_CONFTEST,
+        "planted.py": plants.planted_backend("planted-wrong", plants.shift_gemms("Skew", 1.0), once=True),
+    }
+    for name, text in samples.items():
+        (tmp_path / name).write_text(text)
+    ruff = [sys.executable, "-m", "ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml")]
+    proc = _run(*ruff, str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (tmp_path / "unused.py").write_text("import os\n")  # the check can fail
+    assert _run(*ruff, str(tmp_path)).returncode == 1
 
 
 def test_every_workflow_and_action_matches_githubs_schemas(tmp_path):

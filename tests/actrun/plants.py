@@ -11,13 +11,16 @@ import re
 import textwrap
 from typing import NamedTuple
 
+# A plant's conftest lands in a project whose CI lints it (ruff): every import is used, in ruff's order.
 _IMPORTS = """
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
-from pytest_gemmguard import backends
 from pytest_gemmguard.backends.aten import AtenBackend
 """
+_REGISTRY_IMPORTS = _IMPORTS.replace(
+    "from pytest_gemmguard.backends.aten", "from pytest_gemmguard import backends\nfrom pytest_gemmguard.backends.aten"
+)
 
 
 _STAMP = "<conftest hash>"
@@ -48,7 +51,7 @@ def _stamped(conftest: str) -> str:
 def shift_gemms(name: str, by: float, ops: tuple[str, ...] = ("mm", "addmm", "bmm"), when: str = "True") -> GraphPass:
     """The pass `name` that adds `by` to the result of every GEMM of `ops` (aten op names) for which `when` holds
     (an expression of the GEMM's graph node, `node`): a wrong result in the compiled GEMM only, eager untouched."""
-    gemms = "".join(f"torch.ops.aten.{op}.default, " for op in ops)
+    gemms = "".join(f"torch.ops.aten.{op}.default, " for op in ops).rstrip(" ")
     return graph_pass(
         name,
         f"""
@@ -72,7 +75,7 @@ def planted_backend(name: str, plant: GraphPass, *, imports: str = "", members: 
     register = f"backends.register({cls}())"
     if once:
         register = f'if "{name}" not in backends.names():\n    {register}'
-    return _stamped(f"""{imports}{_IMPORTS}
+    return _stamped(f"""{imports}{_REGISTRY_IMPORTS}
 
 {plant.source}
 
