@@ -71,11 +71,13 @@ def _test_run(opts: argparse.Namespace, root: str, out: str, junit: str) -> tupl
     """The correctness run: its results, the lines saying what its failures were judged against and what changed,
     and, when it did not happen as asked, the one line saying so."""
     extra, against, base_record = _base_verdicts(opts, root, out)
-    if os.path.exists(junit):
-        os.unlink(junit)
+    head_record = os.path.join(out, "verdicts.json")
+    for stale in (junit, head_record):  # a reused report folder's: never read as this run's
+        if os.path.exists(stale):
+            os.unlink(stale)
     rc, said = run_pytest([*_test_args(opts, junit, os.path.join(out, "repro")), *extra], root, label="tests")
     results = read_junit(junit, root) if os.path.exists(junit) else []
-    changes = _changes(os.path.join(out, "verdicts.json"), against, base_record)
+    changes = _changes(head_record, against, base_record)
     if rc == 5:
         return results, changes, f"gemmguard: pytest collected no tests in {opts.tests}"
     if rc not in (0, 1):
