@@ -1,11 +1,11 @@
-"""Calibrate the bound of a test's own function (`gemm.check(fn)`, pytest_gemmguard/fn_tolerance.py) on the
+"""Calibrate the bound of a test's own function (`gemm.check(fn)`, pytest_gemmguard/oracle/function.py) on the
 functions users write around a GEMM, compiled the way gemmguard compiles them.
 
 For each function, dtype and backend, N cases with fresh seeds (`--seed`, default: from the clock) are run
 through gemmguard's own compile path: `compile.Compiler` (Inductor under max-autotune, restricted to the one
 backend, `max_autotune_gemm_backends = ATEN` or `TRITON`), `compile.run_checked` (provenance: the backend's
 own kernels did the GEMMs, else the case is counted unsupported) and `precision.math_precision` (TF32 only for
-tf32, no half-precision reductions). Each output is judged by `oracle.judge` against `fn_tolerance.bound`.
+tf32, no half-precision reductions). Each output is judged by `oracle.judge` against `oracle.function.bound`.
 
 Cheap per case: the cases of one dtype share `--shapes` static shapes, each in turn with every `--layouts`
 storage of x and the weights (contiguous, transposed, noncontiguous, offset, as gemmguard's cases store them):

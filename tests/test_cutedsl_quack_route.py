@@ -183,3 +183,31 @@ def test_the_pass_takes_only_what_quack_can_read():
     assert not cutedsl_quack.takes(a, b, torch.empty(1, dtype=torch.bfloat16), out)  # broadcast bias
     assert not cutedsl_quack.takes(a, b, None, out.float())  # output dtype differs
     assert not cutedsl_quack.takes(a.float(), b.float(), None, out.float())  # float32
+
+
+def test_cutlass_renaming_notices_raised_inside_quack_are_not_the_users_warnings(tmp_path):
+    """quack uses names cutlass-dsl has renamed, and each use warns (17 DeprecationWarnings in a GPU run of the
+    examples). Raised while gemmguard runs quack, they are silenced; any other warning still reaches the user."""
+    import warnings
+
+    def right_but_noisy(a, b, bias):
+        for text in (
+            "cutlass.utils.LayoutEnum is deprecated; use cutlass.tensor_utils.LayoutEnum instead.",
+            "cutlass.utils.smem_allocator.SmemPartition is deprecated; use cutlass.memory.SmemPartition",
+        ):
+            warnings.warn(text, DeprecationWarning, stacklevel=2)
+        warnings.warn("a warning quack's caller should see", UserWarning, stacklevel=2)
+        y = a.float() @ b.float()
+        return (y if bias is None else y + bias.float()).to(a.dtype)
+
+    session = GemmSession(Compiler(), Options(repro_dir=str(tmp_path)))
+    cutedsl_quack.set_kernel(right_but_noisy)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            Gemm(GemmCase("mm", 16, 32, 64, dtype="bfloat16"), ROUTE, session).check()
+    finally:
+        cutedsl_quack.set_kernel(None)
+    messages = [str(w.message) for w in seen]
+    assert "a warning quack's caller should see" in messages, messages
+    assert not [m for m in messages if m.startswith("cutlass.utils.")], messages

@@ -13,6 +13,7 @@ has no valid choice; `--gemm-backends=cutedsl[quack]` asks for it alone.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,12 @@ if TYPE_CHECKING:
 
 OP_NAME = "cutedsl_quack_gemm"
 _kernel: Callable[..., Any] | None = None  # the implementation behind the custom op (quack, or a test's plant)
+
+# cutlass-dsl 4.8 moved names out of `cutlass.utils` and warns on each use of the old spelling; quack 0.6
+# still uses it, at import and while it JIT-compiles a kernel (17 DeprecationWarnings in one GPU run of
+# README's main job). A user can do nothing about quack's source, so these notices are silenced while
+# gemmguard calls quack, and only then: a user's own use of the old names still warns.
+CUTLASS_RENAMED = r"cutlass\.utils\.[\w.]+ is deprecated"
 
 
 def _quack_gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -56,7 +63,9 @@ def _define_op() -> None:
             if t is not None and not _aligned(t):
                 why = f"operand {name} is not 16-byte aligned with a unit stride (strides {t.stride()}, "
                 raise Unsupported(BACKEND.name, why + f"storage offset {t.storage_offset()}): quack cannot take it")
-        return (_kernel or _quack_gemm)(a, b, bias)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=CUTLASS_RENAMED, category=DeprecationWarning)
+            return (_kernel or _quack_gemm)(a, b, bias)
 
     @cutedsl_quack_gemm.register_fake
     def _(a, b, bias):
