@@ -186,37 +186,39 @@ def test_a_planted_slowdown_fails_every_round_against_the_base_commit(pytester, 
     _git(repo, "add", "conftest.py")
     _git(repo, "commit", "-qm", "head: compiled GEMMs slower")
     out = repo / "report"
-    verdict = github.bench_gate(str(repo), ["test_bench.py"], "aten", "base-commit", str(out), base, rounds=2)
+    verdict = github.bench_gate(str(repo), ["test_bench.py"], "aten", "base-commit", str(out), base, rounds=3)
     (row,) = verdict["rows"]
-    assert row["statuses"] == ["failed", "failed"] and row["verdict"] == "failed", verdict
+    assert row["statuses"] == ["failed"] * 3 and row["verdict"] == "failed", verdict
     assert all(c is not None and c > 0.2 for c in row["changes"]), row  # each round against its own base
     assert any("runtime regression" in b for b in row["broken"])
     assert row["base_ms"] and row["head_ms"] > row["base_ms"]
-    assert verdict["against"].startswith(f"head against the base {base[:12]}, measured here, 2 interleaved rounds")
+    assert verdict["against"].startswith(f"head against the base {base[:12]}, measured here, 3 interleaved rounds")
     assert _git(repo, "worktree", "list").count("\n") == 0  # the base's worktree is gone
     # The base's baselines were written by the base's run, the head's reports by the head's.
     # Every round autotunes afresh: a cache that kept one side's autotune pick across its rounds would let one
     # unlucky pick repeat in every round and fail the gate on unchanged code. Each side keeps its kernels only
     # (GEMMGUARD_KERNEL_CACHE, tests/test_kernel_cache.py), its own, and each of its rounds' processes
-    # autotuned: two sides, two rounds each.
+    # autotuned: two sides, three rounds each.
     tuned = [line.split() for line in log.read_text().splitlines()]
     sides = {cache for cache, _ in tuned}
     assert len(sides) == 2 and all(cache != "None" for cache in sides), tuned
     assert {os.path.basename(c) for c in sides} == {"base", "head"}
     for side in sides:
-        assert len({pid for cache, pid in tuned if cache == side}) == 2, tuned  # both rounds autotuned
+        assert len({pid for cache, pid in tuned if cache == side}) == 3, tuned  # every round autotuned
     assert not any(os.path.exists(c) for c in sides)  # the caches go with the gate
     assert sorted(p.name for p in (out / "bench").glob("*.json")) == [
         "base-1.json",
         "base-2.json",
+        "base-3.json",
         "head-1.json",
         "head-2.json",
+        "head-3.json",
         "verdict.json",
     ]
     results = github.read_junit(str(out / "bench" / "junit-head.xml"), str(repo))
     lines = github.annotations([], verdict, results)
     assert len(lines) == 1 and lines[0].startswith("::error file=test_bench.py,line=6,title=gemmguard%3A aten mm-")
-    assert "slower than the base::" in lines[0] and "failed in 2 of 2 rounds" in lines[0].replace("%0A", "\n")
+    assert "slower than the base::" in lines[0] and "failed in 3 of 3 rounds" in lines[0].replace("%0A", "\n")
     summary = github.summary_markdown("GPU", [], verdict)
     assert "**failed**" in summary.splitlines()[0] and "| **regression** |" in summary
     # A case that failed in one round only is shown but does not fail the gate.

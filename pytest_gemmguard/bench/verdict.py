@@ -188,6 +188,24 @@ def judge(now: Estimate, base: Estimate, threshold: float, alpha: float = 0.01) 
     )
 
 
+# How far beyond the threshold a round's change must go, in units of the base's range between its own runs
+# (max - min of their log values), for `n` rounds. Where every run's log value is an independent draw from one
+# normal distribution (an unchanged pull request on a machine that drifts between runs), the statistic
+# min over rounds of (head_i - base_i) / range(base) does not depend on how far the machine drifts; these are
+# its 99.5th percentiles, simulated (2 million draws, four seeds, rounded up; tests/test_bench_verdict.py checks
+# them against a fresh simulation). Holding every round to them keeps an unchanged case failing all its rounds
+# at most 0.5% of the time, on a quiet runner as on one whose runs move by far more than the threshold (a case
+# of tens of microseconds, mostly a call's fixed cost, moved +-35% between runs on a 2-core CPU). Two base runs
+# tell little about the drift, so two rounds see only changes far beyond it; from eight rounds on the range
+# alone is enough.
+DRIFT_RANGES = {2: 23.6, 3: 2.0, 4: 0.72, 5: 0.35, 6: 0.16, 7: 0.05}
+
+
+def drift_ranges(rounds: int) -> float:
+    """The allowance for the base's drift, in base ranges, for a gate of `rounds` (at least 2) rounds."""
+    return DRIFT_RANGES.get(rounds, 0.0)
+
+
 def judge_over_rounds(
     now: Sequence[Estimate], base: Sequence[Estimate], threshold: float, alpha: float = 0.01
 ) -> list[RuntimeVerdict] | None:
@@ -195,19 +213,19 @@ def judge_over_rounds(
     ratio to eager or on the compiled time itself. Each run's own interval cannot see how much the quantity moves
     *between* runs (a shared runner drifts; the reference and the kernel feel it differently), so a round counts
     as a regression only where its change is significant by the runs' own noise and beyond the threshold *plus*
-    the base side's between-run range: how far the unchanged code moved between its own runs in this job. The
-    head's own spread is not used: a change may make the head erratic (2.7x in one round, 127x in the next),
-    which must not hide it. Per case, with the default threshold 5%, in a simulation of runs drifting by 10%
-    (log-normal): with 3 rounds, 0.5% of A/A cases regress in every round and 98% of 2x slowdowns do; with 2
-    rounds 4.7% and 99% (tests/test_bench_verdict.py). None with fewer than two rounds: one run of a side has no
-    range, and a slower function and a slower machine look alike."""
+    `drift_ranges(n)` times the base's between-run range: how far the unchanged code moved between its own runs in
+    this job, scaled so that an A/A case fails every round at most 0.5% of the time however much the runner
+    drifts (DRIFT_RANGES). The head's own spread is not used: a change may make the head erratic (2.7x in one
+    round, 127x in the next), which must not hide it. tests/test_bench_verdict.py simulates what this catches.
+    None with fewer than two rounds: one run of a side has no range, and a slower function and a slower machine
+    look alike."""
     if len(now) != len(base) or len(now) < 2:
         return None
     logs = [math.log(e.value) for e in base if e.value > 0]
     if len(logs) != len(base):
         return None
     drift = max(logs) - min(logs)
-    wider = (1 + threshold) * math.exp(drift) - 1
+    wider = (1 + threshold) * math.exp(drift_ranges(len(base)) * drift) - 1
     return [
         RuntimeVerdict(n.value / b.value, wider, alpha, n.noise, b.noise, normalised=n.paired and b.paired)
         for n, b in zip(now, base, strict=True)
