@@ -550,7 +550,8 @@ def test_the_shipped_gpu_entries_cover_the_observed_cases_and_no_more(shipped):
     fault = case(op="linear", m=64, n=48, k=96, dtype="bfloat16", layout="offset", epilogue="residual+cast")
     again = case(op="mm", m=64, n=48, k=96, dtype="float16", layout="offset", epilogue="cast")  # 21:45
     third = case(op="mm", m=61, n=160, k=96, dtype="bfloat16", layout="offset", epilogue="sigmoid+bias+residual")
-    for seen in (fault, again, third):
+    addmm = case(op="addmm", m=1152, n=176, k=3840, dtype="float16", layout="offset", epilogue="gelu+residual")  # H100
+    for seen in (fault, again, third, addmm):
         entry = kn.match(shipped, "cutlass", seen, H200_211, "raises")
         assert entry is not None and entry.id == "torch-cutlass-offset-misaligned", seen
     misses = [
