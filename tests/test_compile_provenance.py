@@ -170,3 +170,41 @@ def test_a_frozen_weight_compile_never_serves_the_same_values_stored_otherwise(t
         pass  # the torch bug itself (docs/findings.md); whether it shows is torch's business
     contiguous = GemmCase("mm", 10, 1, 1, dtype="bfloat16", layout="contiguous", seed=20261130)
     assert Gemm(contiguous, "cpp", session).check().verdict.ok
+
+
+def test_inductors_own_notices_while_gemmguard_compiles_are_not_the_users_warnings(compiler):
+    """Inductor says TF32 is available but off (gemmguard turns it off for a float32 case on purpose) and that
+    TypedStorage is deprecated (its own autotuning's call), once each in a GPU run of the examples. A planted
+    post-grad pass says both, and a third thing, while a real CPU compile runs: only the third reaches the user."""
+    import warnings
+
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    from pytest_gemmguard.backends.aten import AtenBackend
+
+    class Notices(CustomGraphPass):
+        def __call__(self, graph):
+            for text in (
+                "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. Consider",
+                "TypedStorage is deprecated. It will be removed in the future",
+                "a warning of the user's own compile",
+            ):
+                warnings.warn(text, UserWarning, stacklevel=2)
+
+        def uuid(self):
+            return "gemmguard-test-inductor-notices"
+
+    class Noisy(AtenBackend):
+        name = "aten-inductor-notices"
+
+        def inductor_options(self):
+            return {**super().inductor_options(), "post_grad_custom_post_pass": Notices()}
+
+    if Noisy.name not in backends.names():
+        backends.register(Noisy())
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _run(compiler, Noisy.name, GemmCase("mm", 24, 16, 40))
+    messages = [str(w.message) for w in seen]
+    assert "a warning of the user's own compile" in messages, messages
+    assert not [m for m in messages if m.startswith(("TensorFloat32", "TypedStorage"))], messages

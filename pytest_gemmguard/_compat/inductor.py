@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -61,10 +62,22 @@ def check() -> None:
 TORCH_OWN_DEPRECATION = r"`torch\.jit\.script_method` is "
 
 
+# Inductor's own notices while gemmguard compiles, which no user can act on: TF32 available but off (gemmguard
+# turns it off for a float32 case on purpose) and TypedStorage deprecated (Inductor's autotuning calls `.storage()`).
+# Seen in a GPU run of README's examples; silenced only inside gemmguard's compile.
+INDUCTOR_OWN_NOTICES = ("TensorFloat32 tensor cores for float32 matrix multiplication", "TypedStorage is deprecated")
+
+
+@contextlib.contextmanager
+def quiet_compile() -> Iterator[None]:
+    with warnings.catch_warnings():
+        for message in INDUCTOR_OWN_NOTICES:
+            warnings.filterwarnings("ignore", message=message, category=UserWarning)
+        yield
+
+
 def compile_fx() -> Callable[..., Any]:
     """Inductor's `compile_fx`, imported with torch's own deprecation warnings of its import (above) silenced."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=TORCH_OWN_DEPRECATION, category=DeprecationWarning)
         from torch._inductor.compile_fx import compile_fx as inductor_compile_fx
@@ -210,8 +223,6 @@ def wrap_cuda_build(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) ->
 
 def config_values() -> dict[str, Any]:
     """Every Inductor config key with its value object (not a copy, so a graph pass compares by identity)."""
-    import warnings
-
     import torch._inductor.config as config
 
     values = {}
@@ -227,8 +238,6 @@ def config_values() -> dict[str, Any]:
 
 def set_config(key: str, value: Any) -> None:
     """Set one (dotted) Inductor config key, as `config.patch` does."""
-    import warnings
-
     import torch._inductor.config as config
 
     with warnings.catch_warnings():

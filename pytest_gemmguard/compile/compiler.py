@@ -85,6 +85,7 @@ class _InductorThrough:
             candidates.graph_inputs(example_inputs),
             candidates.watch(dtype, enabled=dtype is not None) as seen,
             inductor.patched_config(FRESH_DECISIONS if self.kernels_only else {}),
+            inductor.quiet_compile(),
         ):
             compiled = compile_fx(gm, example_inputs, config_patches=self.backend.inductor_options())
         code = _graph_code(codes)
