@@ -26,6 +26,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from pytest_gemmguard import GemmUsageError, harvest_gemms
 from pytest_gemmguard.__main__ import main
 from pytest_gemmguard.cases.case import LAYOUTS, GemmCase, build_inputs, case_function
+from pytest_gemmguard.cases.ops import op_takes
 from pytest_gemmguard.harvest import (
     HarvestWarning,
     cases_for,
@@ -189,7 +190,8 @@ def test_items_read_as_attributes_and_linear_over_3d_input_is_m_times_t():
 # gemmguard's own cases, harvested back: every layout of every op, epilogue chains with each step.
 ROUND_TRIP = [
     *(GemmCase(op, 5, 7, 9, 3 if op in ("bmm", "baddbmm") else 0, "float32", lay) for op in ("mm", "linear", "bmm")
-      for lay in LAYOUTS),
+      for lay in LAYOUTS if op_takes(op, "float32", lay)),
+    GemmCase("baddbmm", 5, 7, 9, 2, "bfloat16", "broadcast", "relu"),
     GemmCase("addmm", 5, 7, 9, 0, "float32", "transposed_ab", "bias+relu"),
     GemmCase("baddbmm", 5, 7, 9, 2, "float32", "offset", "gelu+scale"),
     GemmCase("linear", 5, 7, 9, 0, "bfloat16", "transposed_b", "silu+residual+cast"),
@@ -212,7 +214,8 @@ def test_gemmguards_own_cases_are_harvested_back_as_themselves(case):
 def test_storage_gemmguard_cannot_build_is_named():
     assert storage_of((4, 8), (8, 1)) == "row" and storage_of((4, 8), (1, 4)) == "col"
     assert storage_of((4, 8), (24, 1)) == "padded rows"  # a slice of a fused QKV output
-    assert storage_of((2, 4, 8), (0, 8, 1)) == "broadcast"
+    assert storage_of((2, 4, 8), (0, 8, 1)) == "broadcast"  # gemmguard's: one matrix shared across the batch
+    assert storage_of((4, 8), (0, 1)) == storage_of((2, 4, 8), (32, 0, 1)) == "a zero stride inside the matrix"
     assert storage_of((4, 8), (1, 4), offset=5) == "column-major with a storage offset"
     assert storage_of((4, 8), (16, 2)) == "strided" and storage_of((4, 8), (8, 1), offset=3) == "offset"
 

@@ -11,6 +11,8 @@ import sys
 import pytest
 from actrun import plants
 
+from pytest_gemmguard.cases.case import GemmCase
+
 # Wrong only in one regime: every GEMM whose N is odd is off by 0.01. And a backend that says it is CPP but lets
 # Inductor use ATen: every GEMM silently runs another backend.
 PLANTED = (
@@ -79,17 +81,23 @@ def test_a_backend_that_silently_falls_back_shows_zero_passes(pytester):
     assert passed == "0" and unsupported == "1"
 
 
-@pytest.mark.parametrize("backend", ["aten", "cpp"])
-def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester, backend):
+@pytest.mark.parametrize(
+    ("backend", "case"),
+    [
+        ("aten", GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")),
+        ("cpp", GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")),
+        ("aten", GemmCase("bmm", 5, 7, 9, 3, dtype="bfloat16", layout="broadcast", epilogue="relu")),
+    ],
+    ids=["aten", "cpp", "aten-shared-weight"],
+)
+def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester, backend, case):
     """The repro needs torch only: run it in a fresh interpreter, without the plugin on the path."""
     import torch
 
     from pytest_gemmguard import backends, oracle
-    from pytest_gemmguard.cases.case import GemmCase
     from pytest_gemmguard.report import repro
     from pytest_gemmguard.run.example import Example
 
-    case = GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")
     wrong = oracle.Verdict(False, 9.0, 1.0, oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-30, 1, 35))
     example = Example(case, backend, test_id=f"t.py::test_x[{backend}]")
     path = repro.write(str(pytester.path / "out"), example, None, backends.get(backend), wrong, dynamic=False)
@@ -98,6 +106,9 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester,
     assert "eager PyTorch's max |error|:" in proc.stdout  # is the library off too, on the same inputs?
     assert proc.returncode == 1  # the tolerance recorded (1e-30) is still broken: the script says so
     assert torch.__name__ in open(path).read() and "pytest_gemmguard" not in open(path).read()
+    if case.layout == "broadcast":  # the script rebuilds the shared weight: one matrix expanded to the batch
+        source = open(path).read()
+        assert "'b': ((3, 9, 7), 'broadcast')" in source and ".expand(shape)" in source
 
 
 # A compile that takes far longer than it should (a planted compile-time blow-up).
@@ -144,3 +155,40 @@ def test_a_failure_that_eager_shares_says_so_and_is_counted_apart():
     tally.add_outcome("aten", "failed")
     lines = results_table(["aten"], tally, dynamic=False)
     assert "aten: 1 of its failed examples are wrong like eager PyTorch" in "\n".join(lines)
+
+
+# Wrong only where B is one matrix shared across the batch (a zero batch stride: a weight broadcast by `expand`),
+# as a kernel that assumes dense batches would be (issue 40; pytorch#179505 faulted on such a bmm while autotuning).
+SHARED_WEIGHT = plants.planted_backend(
+    "wrong-shared-weight",
+    plants.shift_gemms(
+        "SkewSharedWeight", 0.01, ops=("bmm", "baddbmm"), when='node.args[-1].meta["val"].stride(0) == 0'
+    ),
+)
+
+DEFAULT_SPACE_TEST = """
+from pytest_gemmguard import gemm_case
+
+@gemm_case()
+def test_any_gemm(gemm):
+    gemm.check()
+"""
+
+
+def test_a_defect_of_shared_weights_is_found_by_the_default_space_and_the_clean_backend_stays_quiet(pytester):
+    pytester.makeconftest(SHARED_WEIGHT)
+    pytester.makepyfile(DEFAULT_SPACE_TEST)
+    result = pytester.runpytest_inprocess(
+        "--gemm-backends=wrong-shared-weight,aten", "--gemm-seed=1", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(failed=1, passed=1)  # the same draws: the plant fails, the clean aten passes
+    out = result.stdout.str()
+    assert "gemmguard: wrong-shared-weight produced a wrong result" in out, out
+    (failing,) = re.findall(r"GemmCase\((op='\w+'.*?)\)\n", out)
+    assert "layout='broadcast'" in failing and re.match(r"op='(bmm|baddbmm)'", failing), failing
+    # The replay line reruns the case with its shared weight.
+    replay = re.search(r"--gemm-replay='([^']+)'", out).group(1)
+    again = pytester.runpytest_inprocess(
+        "--gemm-backends=wrong-shared-weight", f"--gemm-replay={replay}", "-p", "no:cacheprovider"
+    )
+    again.assert_outcomes(failed=1)

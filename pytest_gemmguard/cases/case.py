@@ -19,10 +19,15 @@ from .ops import DTYPES, OPS, STEPS, apply_chain, chain_name, gemm_out_dtype, ou
 
 # Per-operand storage: "row" (contiguous), "col" (column-major: a transposed view of contiguous
 # storage), "strided" (every other column of a wider buffer: non-contiguous), "offset" (contiguous
-# but starting 3 elements into its storage, so not 16-byte aligned). A scaled op's scales are drawn
-# apart ("scale" storage: positive float32, not powers of two, so a dropped scale shows).
+# but starting 3 elements into its storage, so not 16-byte aligned), "broadcast" (one matrix expanded to every
+# batch: a zero batch stride, as a weight shared across a batch by `expand` is; pytorch#179505 faulted on one while
+# autotuning). A scaled op's scales are drawn apart ("scale" storage: positive float32, not powers of two, so a
+# dropped scale shows).
+# The order is the tour's (strategies.regime_tour): "broadcast" second, so the first batched op's row, at a size
+# where Inductor keeps the GEMM a GEMM, takes it.
 LAYOUTS: dict[str, tuple[str, str]] = {
     "contiguous": ("row", "row"),
+    "broadcast": ("row", "broadcast"),  # batched ops only (ops.op_takes)
     "transposed_a": ("col", "row"),
     "transposed_b": ("row", "col"),
     "transposed_ab": ("col", "col"),
@@ -74,6 +79,8 @@ def _operand_seed(case_seed: int, role: str, shape: tuple[int, ...], dtype: str)
 
 
 def _make(shape: tuple[int, ...], storage: str, dtype: str, seed: int, device: str):
+    if storage == "broadcast":
+        return _make((1, *shape[1:]), "row", dtype, seed, device).expand(shape)
     gen = torch.Generator().manual_seed(seed)
     if storage == "scale":
         return (0.5 + 1.5 * torch.rand(shape, generator=gen, dtype=torch.float32)).to(device)

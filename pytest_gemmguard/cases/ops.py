@@ -114,6 +114,8 @@ OPS: dict[str, OpSpec] = {
 def op_takes(op: str, dtype: str, layout: str) -> bool:
     """Whether (dtype, layout) is valid input for `op` by the op's own contract."""
     spec = OPS[op]
+    if layout == "broadcast" and not spec.batched:  # a matrix shared across a batch needs a batch
+        return False
     return dtype in spec.dtypes and (spec.layouts is None or layout in spec.layouts)
 
 

@@ -27,13 +27,15 @@ def _packed(shape: Sequence[int], stride: Sequence[int]) -> bool:
 
 def storage_of(shape: Sequence[int], stride: Sequence[int], offset: int = 0) -> str:
     """gemmguard's storage for one GEMM operand (its last two dims are the matrix, any before them the
-    batch): row, col, strided or offset, as LAYOUTS uses them; or what it is when gemmguard has no such
-    storage (broadcast, padded rows or columns, column-major with a storage offset)."""
+    batch): row, col, strided, offset or broadcast, as LAYOUTS uses them; or what it is when gemmguard has no
+    such storage (a zero stride inside the matrix, padded rows or columns, column-major with a storage offset)."""
     shape, stride = list(shape), list(stride)
     if len(shape) == 1:  # a vector operand (a linear over a 1-D input): one row
         shape, stride = [1, *shape], [shape[0] * stride[0], *stride]
-    if any(size > 1 and st == 0 for size, st in zip(shape, stride, strict=True)):
-        return "broadcast"
+    zero = [i for i, (size, st) in enumerate(zip(shape, stride, strict=True)) if size > 1 and st == 0]
+    if zero:  # gemmguard's "broadcast": one packed matrix shared across the batch
+        shared = max(zero) < len(shape) - 2 and _packed(shape[-2:], stride[-2:]) and offset == 0
+        return "broadcast" if shared else "a zero stride inside the matrix"
     if shape[-1] == 1 or stride[-1] == 1:
         if _packed(shape, stride):
             return "row" if offset == 0 else "offset"
