@@ -162,7 +162,7 @@ def test_a_failure_that_eager_shares_says_so_and_is_counted_apart():
 SHARED_WEIGHT = plants.planted_backend(
     "wrong-shared-weight",
     plants.shift_gemms(
-        "SkewSharedWeight", 0.01, ops=("bmm", "baddbmm"), when='node.args[-1].meta["val"].stride(0) == 0'
+        "SkewSharedWeight", 1.0, ops=("bmm", "baddbmm"), when='node.args[-1].meta["val"].stride(0) == 0'
     ),
 )
 
@@ -192,3 +192,30 @@ def test_a_defect_of_shared_weights_is_found_by_the_default_space_and_the_clean_
         "--gemm-backends=wrong-shared-weight", f"--gemm-replay={replay}", "-p", "no:cacheprovider"
     )
     again.assert_outcomes(failed=1)
+
+
+# Wrong only where K is a prime far above M and N, where no split of K divides it (issue 40: decompose-K picked
+# where no legal split exists; Triton refused every such mm on an H100): the tour visits one such size.
+PRIME_K = plants.planted_backend(
+    "wrong-prime-k",
+    plants.shift_gemms(
+        "SkewPrimeK",
+        1.0,
+        ops=("mm", "addmm", "bmm", "baddbmm"),
+        when="(lambda k, m, n: k > 8 * max(m, n) and k > 2 and all(k % d for d in range(2, int(k**0.5) + 1)))("
+        'node.args[-2].meta["val"].shape[-1], node.args[-2].meta["val"].shape[-2], node.meta["val"].shape[-1])',
+    ),
+)
+
+
+def test_a_defect_of_a_prime_k_far_above_m_and_n_is_found_by_the_default_space(pytester):
+    pytester.makeconftest(PRIME_K)
+    pytester.makepyfile(DEFAULT_SPACE_TEST)
+    result = pytester.runpytest_inprocess(
+        "--gemm-backends=wrong-prime-k,aten", "--gemm-seed=1", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(failed=1, passed=1)  # the same draws: the plant fails, the clean aten passes
+    out = result.stdout.str()
+    assert "gemmguard: wrong-prime-k produced a wrong result" in out, out
+    (m, n, k) = map(int, re.search(r"GemmCase\(op='\w+', m=(\d+), n=(\d+), k=(\d+)", out).groups())
+    assert k > 8 * max(m, n) and all(k % d for d in range(2, int(k**0.5) + 1)), (m, n, k)

@@ -139,6 +139,7 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
         sizes = [
             (3, 1, 7, 13),  # M = 1, primes
             (3, 17, 1, 31),  # N = 1
+            (2, 5, 3, _prime_at_most(limits.k)),  # a prime K far above M and N: no split of K divides it
             (2, past + 1, past - 1, past + 1),  # just past / short of a power of two
             (4, 24, 40, 1),  # K = 1
             (3, 19, 37, limits.k),  # non-multiples of 8 with the largest K
@@ -214,6 +215,10 @@ def every_case(space: CaseSpace, device: str, seed: int = 0, at_most: int = 0) -
         batch, m, n, k = shape if len(shape) == 4 else (0, *shape)
         out += [GemmCase(op, m, n, k, batch, dtype, layout, chain, seed) for chain in chains]
     return out
+
+
+def _prime_at_most(n: int) -> int:
+    return next(p for p in range(n, 1, -1) if all(p % d for d in range(2, math.isqrt(p) + 1)))
 
 
 def _first_unvisited(allowed: list[T], seen: set[T], i: int) -> T:
