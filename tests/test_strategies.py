@@ -189,6 +189,7 @@ def test_the_tour_never_repeats_a_case(device, narrowed):
     space = case_space("t", **narrowed)
     tour = regime_tour(space, device)
     assert len(set(tour)) == len(tour)
-    dtypes = {d for d in (space.dtypes or default_dtypes(device)) for o in space.ops or OPS for lay in LAYOUTS
-              if op_takes(o, d, lay)}  # fmt: skip
-    assert {c.dtype for c in tour} == dtypes and {c.layout for c in tour} == set(LAYOUTS)
+    takes = [(d, lay) for d in (space.dtypes or default_dtypes(device)) for o in space.ops or OPS for lay in LAYOUTS
+             if op_takes(o, d, lay)]  # fmt: skip
+    # Every dtype and layout some op of the space takes (`broadcast` needs a batched op).
+    assert {c.dtype for c in tour} == {d for d, _ in takes} and {c.layout for c in tour} == {lay for _, lay in takes}
