@@ -175,15 +175,20 @@ def test_any_gemm(gemm):
 """
 
 
-def test_a_defect_of_shared_weights_is_found_by_the_default_space_and_the_clean_backend_stays_quiet(pytester):
-    pytester.makeconftest(SHARED_WEIGHT)
+def _default_space_finds(pytester, conftest: str, plant: str) -> str:
+    """Run README's default `@gemm_case()` at seed 1 on the planted backend `plant` and on the clean aten, the
+    same draws for both: the plant fails, aten passes. Returns the run's output."""
+    pytester.makeconftest(conftest)
     pytester.makepyfile(DEFAULT_SPACE_TEST)
-    result = pytester.runpytest_inprocess(
-        "--gemm-backends=wrong-shared-weight,aten", "--gemm-seed=1", "-p", "no:cacheprovider"
-    )
-    result.assert_outcomes(failed=1, passed=1)  # the same draws: the plant fails, the clean aten passes
+    result = pytester.runpytest_inprocess(f"--gemm-backends={plant},aten", "--gemm-seed=1", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, passed=1)
     out = result.stdout.str()
-    assert "gemmguard: wrong-shared-weight produced a wrong result" in out, out
+    assert f"gemmguard: {plant} produced a wrong result" in out, out
+    return out
+
+
+def test_a_defect_of_shared_weights_is_found_by_the_default_space_and_the_clean_backend_stays_quiet(pytester):
+    out = _default_space_finds(pytester, SHARED_WEIGHT, "wrong-shared-weight")
     (failing,) = re.findall(r"GemmCase\((op='\w+'.*?)\)\n", out)
     assert "layout='broadcast'" in failing and re.match(r"op='(bmm|baddbmm)'", failing), failing
     # The replay line reruns the case with its shared weight.
@@ -209,13 +214,6 @@ PRIME_K = plants.planted_backend(
 
 
 def test_a_defect_of_a_prime_k_far_above_m_and_n_is_found_by_the_default_space(pytester):
-    pytester.makeconftest(PRIME_K)
-    pytester.makepyfile(DEFAULT_SPACE_TEST)
-    result = pytester.runpytest_inprocess(
-        "--gemm-backends=wrong-prime-k,aten", "--gemm-seed=1", "-p", "no:cacheprovider"
-    )
-    result.assert_outcomes(failed=1, passed=1)  # the same draws: the plant fails, the clean aten passes
-    out = result.stdout.str()
-    assert "gemmguard: wrong-prime-k produced a wrong result" in out, out
+    out = _default_space_finds(pytester, PRIME_K, "wrong-prime-k")
     (m, n, k) = map(int, re.search(r"GemmCase\(op='\w+', m=(\d+), n=(\d+), k=(\d+)", out).groups())
     assert k > 8 * max(m, n) and all(k % d for d in range(2, int(k**0.5) + 1)), (m, n, k)
