@@ -76,6 +76,7 @@ def test_all_reports_unusable_backends_as_skipped_with_their_reason(pytester):
         ({"layouts": []}, "@gemm_case(layouts=[]): the list is empty"),
         ({"ops": ["mm"], "dtypes": ["float8_e4m3fn"]}, "@gemm_case: no op takes these dtypes and layouts together"),
         ({"ops": ["scaled_mm"], "layouts": ["contiguous"]}, "@gemm_case: no op takes these dtypes and layouts"),
+        ({"ops": ["mm"], "layouts": ["broadcast"]}, "the broadcast layout with bmm/baddbmm"),
         ({"ops": ["scaled_mm"], "shapes": [(32, 32, 32), (5, 7, 9)]}, "@gemm_case(shapes=...): (5, 7, 9) suits none"),
         ({"epilogues": ["bias+swish"]}, "unknown epilogue step 'swish'"),
         ({"shapes": [(4, -1, 8)]}, "has a size <= 0"),

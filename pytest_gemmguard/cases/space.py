@@ -139,7 +139,8 @@ def case_space(where: str = "@gemm_case", *, singular: bool = False, **kwargs: A
     if not fitting:
         raise GemmUsageError(
             f"{where}: no op takes these dtypes and layouts together (float8_e4m3fn goes with "
-            "scaled_mm/scaled_mm_rowwise and the transposed_b layout, which take nothing else)"
+            "scaled_mm/scaled_mm_rowwise and the transposed_b layout, which take nothing else; the broadcast "
+            "layout with bmm/baddbmm)"
         )
     for shape in space.shapes or ():
         if not any(shape_fits(op, shape) for op in fitting):
