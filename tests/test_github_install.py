@@ -92,6 +92,25 @@ def test_a_bad_source_tree_is_one_line(tmp_path):
     assert bad.stdout.strip().endswith(f"{tmp_path} is not a gemmguard source tree (no __init__.py with a version)")
 
 
+def test_a_venv_that_cannot_be_made_says_why_in_the_error(tmp_path):
+    """`python -m venv` keeps ensurepip's output to itself; a CI job once went red with only "ensurepip returned
+    non-zero exit status 1" to read. The error now carries the failing command and the last lines it printed."""
+    (tmp_path / "a-file").write_text("")
+    where = tmp_path / "a-file" / "venv"  # under a plain file: venv cannot make it
+    with pytest.raises(GemmUsageError) as err:
+        install.make_venv(where)
+    first, *said = str(err.value).splitlines()
+    assert first.startswith(f"gemmguard: making the job's venv {where} failed (exit 1): ")
+    assert any("Not a directory" in line or "File exists" in line for line in said), said
+
+
+def test_the_jobs_venv_borrows_the_pip_it_sees_instead_of_bootstrapping_one(tmp_path):
+    python = install.make_venv(tmp_path / "venv")
+    pip = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, text=True, check=True).stdout
+    assert not (tmp_path / "venv" / "bin" / "pip").exists()  # no ensurepip: nothing of pip's own in the venv
+    assert str(tmp_path / "venv") not in pip, pip
+
+
 @pytest.mark.slow
 def test_the_install_puts_the_actions_version_in_a_venv_of_its_own_and_leaves_its_tree_clean(tmp_path):
     """For real, as on a runner: the job's python (a venv that sees torch through a path line, as the act tests'

@@ -141,20 +141,36 @@ def _copy_source(source: Path, into: Path) -> Path:
 def make_venv(where: Path) -> str:
     """A venv (made once per job: a second call finds it) that sees the packages of the python running this, its
     torch among them, and installs into itself only. `--system-site-packages` covers a machine's own python;
-    where that python is itself a venv, its site directory is added too, with its .pth files run."""
+    where that python is itself a venv, its site directory is added too, with its .pth files run.
+
+    The venv borrows the pip it sees there (pip installs into the python that runs it) and bootstraps its own
+    only where none is visible: ensurepip is the slow part of making a venv, and when it fails `venv` keeps its
+    output to itself, which left a red job with nothing to read."""
     python = where / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(where)], check=True)
+        _checked([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(where)],
+                 f"making the job's venv {where}")  # fmt: skip
         if sys.prefix != sys.base_prefix:
             parent = sysconfig.get_paths()["purelib"]
-            site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+            site = _checked([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            "asking the new venv for its site directory").strip()  # fmt: skip
             Path(site, "gemmguard-parent.pth").write_text(f"import site; site.addsitedir({parent!r})\n")
+        if subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True).returncode != 0:
+            _checked([str(python), "-m", "ensurepip", "--default-pip"], f"installing pip into {where}")
     github_path = os.environ.get("GITHUB_PATH")
     if github_path:  # the job's later steps find this python first
         with open(github_path, "a", encoding="utf-8") as fh:
             fh.write(f"{where / 'bin'}\n")
     return str(python)
+
+
+def _checked(command: list[str], what: str) -> str:
+    """Run `command`; its stdout, or a GemmUsageError that ends with the last lines it printed."""
+    proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0:
+        said = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise GemmUsageError(f"gemmguard: {what} failed (exit {proc.returncode}): {shlex.join(command)}\n{said}")
+    return proc.stdout
 
 
 def _run_step(step: Step, python: str, dry_run: bool) -> None:
