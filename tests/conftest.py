@@ -16,6 +16,27 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _one_kernel_cache(tmp_path_factory):
+    """Every gemmguard run of the suite (in-process, in a subprocess, under act) keeps its compiled kernels in one
+    directory (--gemm-kernel-cache): each run still lowers and autotunes every graph afresh, but a C++ kernel
+    another test already built is loaded, not rebuilt by g++ (most of a CPU compile). A test about the default
+    cache, or one that names another, drops the variable (`no_kernel_cache`). GEMMGUARD_KERNEL_CACHE given from
+    outside wins."""
+    if os.environ.get("GEMMGUARD_KERNEL_CACHE"):
+        yield
+        return
+    os.environ["GEMMGUARD_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
+    yield
+    del os.environ["GEMMGUARD_KERNEL_CACHE"]
+
+
+@pytest.fixture
+def no_kernel_cache(monkeypatch):
+    """The run as a user without a kernel cache has it: a fresh Inductor cache, or the one the test names."""
+    monkeypatch.delenv("GEMMGUARD_KERNEL_CACHE", raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _inductor_imported():
     """pytester's in-process runs drop modules first imported inside them, and torch cannot register
     its operator libraries twice (nor can Hypothesis's strategies be two classes at once): import

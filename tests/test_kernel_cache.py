@@ -56,7 +56,7 @@ def test_a_second_run_reuses_the_kernels_and_autotunes_afresh(pytester, tmp_path
     assert os.path.isdir(cache)  # kept for the next run
 
 
-def test_a_full_cache_keeps_the_decision_which_the_log_sees(pytester, tmp_path):
+def test_a_full_cache_keeps_the_decision_which_the_log_sees(pytester, tmp_path, no_kernel_cache):
     """The contrast: --gemm-cache-dir keeps the FX graph with its winner, so the second run autotunes nothing.
     Without this the first test's "autotuned again" could not tell a kept decision from a fresh one."""
     tuned, _ = _two_runs(pytester, "--gemm-cache-dir", tmp_path / "everything")

@@ -18,7 +18,7 @@ def test_cpp(gemm):
 
 
 @pytest.mark.slow
-def test_a_cpp_run_leaves_no_inductor_cache_in_tmpdir(pytester, plugin_args, tmp_path, monkeypatch):
+def test_a_cpp_run_leaves_no_inductor_cache_in_tmpdir(pytester, plugin_args, tmp_path, monkeypatch, no_kernel_cache):
     tmp = tmp_path / "tmpdir"
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))  # the subprocess's tempfile.gettempdir(), and Inductor's default cache

@@ -80,7 +80,7 @@ ARGS = ("--gemm-backends=aten,cpp", "--gemm-seed=1", "--gemm-max-examples=4")
 
 
 @pytest.mark.slow
-def test_the_readme_example_in_a_users_own_project(user_python, tmp_path):
+def test_the_readme_example_in_a_users_own_project(user_python, tmp_path, no_kernel_cache):
     project = tmp_path / "project"
     project.mkdir()
     (project / "test_readme.py").write_text(readme_first_example())

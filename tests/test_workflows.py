@@ -380,7 +380,9 @@ def matmul_relu(a, b):
 
 @pytest.mark.act
 @pytest.mark.skipif(UNDER_ACT, reason="act does not run inside a job that act runs")
-def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(tmp_path_factory, act_venv):
+def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(
+    tmp_path_factory, act_venv, no_kernel_cache
+):
     tmp = tmp_path_factory.mktemp("adopt")
     repo = tmp / "user-repo"
     actrun.init(repo, origin="https://github.com/someone/gemmlib.git")
