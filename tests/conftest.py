@@ -7,12 +7,45 @@ os.environ.setdefault("GEMMGUARD_BACKENDS", "aten,cpp")
 pytest_plugins = ["pytester"]
 
 
+TIMING_ALONE = "python -m pytest tests -m timing"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "act: runs a workflow with act in host mode (leave out with -m 'not act')")
     config.addinivalue_line(
         "markers",
         "slow: builds or installs something, or runs pytest in a fresh process (leave out with -m 'not slow')",
     )
+    config.addinivalue_line(
+        "markers",
+        "timing: asserts on measured time (an A/A comparison green, a planted slowdown red), so it runs alone: "
+        f"left out under pytest-xdist (-n), run afterwards with `{TIMING_ALONE}`",
+    )
+
+
+def _under_xdist(config) -> bool:
+    return hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", None))
+
+
+def pytest_report_header(config):
+    if _under_xdist(config):
+        return f"timing tests left out beside other workers (they measure time): run them alone with `{TIMING_ALONE}`"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist: the timing tests go (a test that measures time beside another worker's compiles
+    measures that worker: an A/A comparison there went red), and the longest tests (act runs, then fresh
+    processes) are handed out first, so no worker is left with one of them at the end while the other idles.
+    Every worker sorts the same way, as xdist requires."""
+    if not _under_xdist(config):
+        return
+    timing = [item for item in items if item.get_closest_marker("timing")]
+    if timing:
+        config.hook.pytest_deselected(items=timing)
+    kept = [item for item in items if not item.get_closest_marker("timing")]
+    kept.sort(key=lambda item: 0 if item.get_closest_marker("act") else 1 if item.get_closest_marker("slow") else 2)
+    items[:] = kept
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -25,7 +58,11 @@ def _one_kernel_cache(tmp_path_factory):
     if os.environ.get("GEMMGUARD_KERNEL_CACHE"):
         yield
         return
-    os.environ["GEMMGUARD_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one cache for all workers: Inductor writes its entries atomically
+        root = root.parent
+    (root / "kernels").mkdir(exist_ok=True)
+    os.environ["GEMMGUARD_KERNEL_CACHE"] = str(root / "kernels")
     yield
     del os.environ["GEMMGUARD_KERNEL_CACHE"]
 

@@ -96,6 +96,7 @@ def _entry(path):
     return entry
 
 
+@pytest.mark.timing
 def test_one_cold_compile_a_side_is_reported_as_possible_never_failed(plant_dir, monkeypatch):
     """The default (1 sample): a planted slowdown is named as a possible compile regression, and the test
     passes, since one sample cannot tell it from noise. Two fresh processes: cheap enough for every run."""
@@ -115,6 +116,7 @@ def test_one_cold_compile_a_side_is_reported_as_possible_never_failed(plant_dir,
 
 # 15 fresh processes (3 runs of 5 cold compiles), about 3 minutes on the 2-core CI machine: the one proof
 # that the significance path works end to end, so it runs in every suite.
+@pytest.mark.timing
 def test_repeated_cold_compiles_aa_passes_and_planted_slowdown_fails(plant_dir, monkeypatch):
     base = str(plant_dir.path / "base.json")
     report = plant_dir.path / "report.json"

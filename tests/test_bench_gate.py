@@ -152,6 +152,7 @@ def _annotations(log: str, kind: str) -> list[str]:
             for x in log.splitlines() if x.startswith(f"::{kind} ")]  # fmt: skip
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_a_slower_user_function_fails_on_its_absolute_time_and_a_lost_case_fails_too(tmp_path, kernels):
     repo = tmp_path / "project"
@@ -200,6 +201,7 @@ def test_a_slower_user_function_fails_on_its_absolute_time_and_a_lost_case_fails
     assert "the function itself is slower, eager too" in summary
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_no_base_runs_the_head_on_its_budgets_and_repro_scripts_land_in_the_report(tmp_path, kernels):
     repo = tmp_path / "project"

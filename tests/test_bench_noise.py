@@ -75,6 +75,7 @@ def _reruns(pytester, monkeypatch, n: int, *args: str, plant: bool = False) -> l
     return json.loads(out.read_text())
 
 
+@pytest.mark.timing
 def test_under_load_aa_reruns_never_fail_and_a_planted_2x_never_passes(pytester, monkeypatch, busy_core):
     pytester.makepyfile(test_noise=RERUNS)
     pytester.makefile(".toml", pyproject=PYPROJECT)
@@ -107,6 +108,7 @@ def test_mm(gemm_benchmark):
 """
 
 
+@pytest.mark.timing
 def test_an_inconclusive_comparison_fails_by_default_and_warns_when_asked(pytester):
     """A threshold and significance level that a few milliseconds of CPU timing cannot resolve (0.01% at
     alpha 1e-6: about 20 pairs) make the comparison inconclusive: really measured, nothing planted (the small
@@ -190,6 +192,7 @@ def test_a_timer_that_sees_nothing_is_still_refused(gemm_benchmark):
 """
 
 
+@pytest.mark.timing
 def test_under_load_a_correct_timing_is_never_refused_as_impossible(pytester, busy_core):
     """Issue 41: torch's own thread count (no cpu_threads) with one core kept busy. A multi-threaded library
     call then stalls for milliseconds whenever a thread waits for the busy core, so the peak's medians fell far

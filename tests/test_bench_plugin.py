@@ -45,6 +45,7 @@ def bench_dir(pytester):
     return pytester
 
 
+@pytest.mark.timing
 def test_aa_passes_and_planted_2x_slowdown_fails(bench_dir, monkeypatch):
     base = str(bench_dir.path / "baseline.json")
     storage = bench_dir.path / "pb-storage"

@@ -35,6 +35,7 @@ cold_compile = false
 """
 
 
+@pytest.mark.timing
 def test_save_and_compare_baselines_with_two_workers(pytester, monkeypatch):
     pytester.makepyfile(test_bench=BENCH)
     pytester.makefile(".toml", pyproject=PYPROJECT)

@@ -170,6 +170,7 @@ def _git(repo: Path, *args: str) -> str:
 AUTOTUNE_LOG = plants.AUTOTUNE_LOG_CONFTEST
 
 
+@pytest.mark.timing
 def test_a_planted_slowdown_fails_every_round_against_the_base_commit(pytester, monkeypatch, no_kernel_cache):
     repo = pytester.path
     (repo / "pyproject.toml").write_text(BENCH_PYPROJECT)

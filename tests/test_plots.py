@@ -62,6 +62,7 @@ def drawn_once():
     plots.figure(plots.runtime_chart([_measurement("test_warm", "ok")])).savefig(io.BytesIO(), format="png")
 
 
+@pytest.mark.timing
 def test_a_real_run_draws_ratios_on_log_axes_with_a_planted_regression_in_red(pytester, monkeypatch, drawn_once):
     pytester.makepyfile(test_bench=BENCH_TEST)
     pytester.makefile(".toml", pyproject=PYPROJECT)

@@ -378,6 +378,7 @@ def matmul_relu(a, b):
 '''
 
 
+@pytest.mark.timing
 @pytest.mark.act
 @pytest.mark.skipif(UNDER_ACT, reason="act does not run inside a job that act runs")
 def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(
