@@ -87,8 +87,9 @@ def test_a_backend_that_silently_falls_back_shows_zero_passes(pytester):
         ("aten", GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")),
         ("cpp", GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")),
         ("aten", GemmCase("bmm", 5, 7, 9, 3, dtype="bfloat16", layout="broadcast", epilogue="relu")),
+        ("aten", GemmCase("linear", 7, 7, 9, dtype="float32", layout="aliased", epilogue="relu")),
     ],
-    ids=["aten", "cpp", "aten-shared-weight"],
+    ids=["aten", "cpp", "aten-shared-weight", "aten-aliased"],
 )
 def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester, backend, case):
     """The repro needs torch only: run it in a fresh interpreter, without the plugin on the path."""
@@ -109,6 +110,9 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester,
     if case.layout == "broadcast":  # the script rebuilds the shared weight: one matrix expanded to the batch
         source = open(path).read()
         assert "'b': ((3, 9, 7), 'broadcast')" in source and ".expand(shape)" in source
+    if case.layout == "aliased":  # the script makes the weight the activation itself, as the run did
+        source = open(path).read()
+        assert "'w': ((7, 9), 'aliased')" in source and 'made["w"] = made["a"]' in source
 
 
 # A compile that takes far longer than it should (a planted compile-time blow-up).
@@ -195,6 +199,34 @@ def test_a_defect_of_shared_weights_is_found_by_the_default_space_and_the_clean_
     replay = re.search(r"--gemm-replay='([^']+)'", out).group(1)
     again = pytester.runpytest_inprocess(
         "--gemm-backends=wrong-shared-weight", f"--gemm-replay={replay}", "-p", "no:cacheprovider"
+    )
+    again.assert_outcomes(failed=1)
+
+
+# Wrong only where B is A's own storage (`x @ x.T`, a linear of an activation with itself: issue 40; pytorch#156412
+# crashed on bmm(x, x) under max-autotune), as a kernel that writes while it still reads would be.
+ALIASED = plants.planted_backend(
+    "wrong-aliased",
+    plants.shift_gemms(
+        "SkewAliased",
+        1.0,
+        ops=("mm", "addmm", "bmm", "baddbmm"),
+        when="(lambda s: s(node.args[-2]) == s(node.args[-1]))(lambda x: __import__('torch').multiprocessing"
+        ".reductions.StorageWeakRef(x.meta['val'].untyped_storage()))",
+    ),
+)
+
+
+def test_a_defect_of_aliased_operands_is_found_by_the_default_space_and_the_clean_backend_stays_quiet(pytester):
+    out = _default_space_finds(pytester, ALIASED, "wrong-aliased")
+    (failing,) = re.findall(r"GemmCase\((op='\w+'.*?)\)\n", out)
+    assert "layout='aliased'" in failing, failing
+    m, n = map(int, re.search(r"m=(\d+), n=(\d+)", failing).groups())
+    assert m == n, failing
+    # The replay line reruns the case with B made from A again.
+    replay = re.search(r"--gemm-replay='([^']+)'", out).group(1)
+    again = pytester.runpytest_inprocess(
+        "--gemm-backends=wrong-aliased", f"--gemm-replay={replay}", "-p", "no:cacheprovider"
     )
     again.assert_outcomes(failed=1)
 

@@ -7,7 +7,7 @@ from hypothesis import find, given, settings
 from pytest_gemmguard.cases.case import LAYOUTS, GemmCase, build_inputs
 from pytest_gemmguard.cases.ops import OPS, STEPS, default_dtypes, op_takes
 from pytest_gemmguard.cases.space import CaseSpace
-from pytest_gemmguard.cases.strategies import PRIMES, gemm_cases, regime_tour
+from pytest_gemmguard.cases.strategies import PRIMES, cases_in, every_case, gemm_cases, regime_tour
 from pytest_gemmguard.run.session import Options
 
 
@@ -54,6 +54,7 @@ def test_the_regime_tour_covers_every_regime_within_the_default_budget(device):
 def test_drawn_cases_keep_each_ops_contract(case):
     """float8 only with the scaled ops, B column-major, N and K multiples of 16; tf32 on the GPU."""
     assert op_takes(case.op, case.dtype, case.layout)
+    assert case.layout != "aliased" or case.m == case.n  # B is A transposed
     if OPS[case.op].scaled:
         assert case.dtype == "float8_e4m3fn" and case.n % 16 == 0 and case.k % 16 == 0
     a, b, *scales = build_inputs(case, "cpu").args if OPS[case.op].scaled else (None, None)
@@ -101,6 +102,38 @@ def test_layouts_are_what_they_say():
     assert not a.is_contiguous() and a.stride() == (16, 2)
     a, b = args("offset")
     assert a.is_contiguous() and a.storage_offset() == 3 and b.storage_offset() == 3
+
+
+@pytest.mark.parametrize(("op", "batch", "role"), [("mm", 0, "b"), ("addmm", 0, "b"), ("baddbmm", 3, "b"),
+                                                    ("linear", 0, "w")])  # fmt: skip
+def test_an_aliased_b_is_a_view_of_as_own_storage(op, batch, role):
+    inputs = build_inputs(GemmCase(op, 6, 6, 9, batch, layout="aliased"), "cpu")
+    named = dict(zip(OPS[op].arg_names, inputs.args, strict=True))
+    a, b = named["a"], named[role]
+    assert b.untyped_storage().data_ptr() == a.untyped_storage().data_ptr()
+    assert torch.equal(b, a if role == "w" else a.transpose(-1, -2))
+    with pytest.raises(ValueError, match="N must equal M"):
+        build_inputs(GemmCase(op, 6, 7, 9, batch, layout="aliased"), "cpu")
+
+
+def test_a_listed_shape_is_never_changed_to_take_an_aliased_b():
+    spec = CaseSpace(ops=("mm",), shapes=((5, 7, 9), (6, 6, 4)))
+    tour = regime_tour(spec, "cpu")
+    assert {(c.m, c.n, c.k) for c in tour} == {(5, 7, 9), (6, 6, 4)}
+    assert all(c.layout != "aliased" or (c.m, c.n) == (6, 6) for c in tour)
+    assert any(c.layout == "aliased" for c in tour)
+    listed = every_case(spec, "cpu", at_most=10**6)
+    assert listed and all(c.layout != "aliased" or (c.m, c.n) == (6, 6) for c in listed)
+    seen = []
+
+    @settings(max_examples=60, database=None, deadline=None)
+    @given(cases_in(spec, "cpu"))
+    def collect(case):
+        seen.append(case)
+
+    collect()
+    assert {(c.m, c.n, c.k) for c in seen} <= {(5, 7, 9), (6, 6, 4)}
+    assert all(c.layout != "aliased" or (c.m, c.n) == (6, 6) for c in seen)
 
 
 def test_inputs_are_deterministic_and_weights_do_not_depend_on_m():

@@ -77,6 +77,7 @@ def test_all_reports_unusable_backends_as_skipped_with_their_reason(pytester):
         ({"ops": ["mm"], "dtypes": ["float8_e4m3fn"]}, "@gemm_case: no op takes these dtypes and layouts together"),
         ({"ops": ["scaled_mm"], "layouts": ["contiguous"]}, "@gemm_case: no op takes these dtypes and layouts"),
         ({"ops": ["mm"], "layouts": ["broadcast"]}, "the broadcast layout with bmm/baddbmm"),
+        ({"layouts": ["aliased"], "shapes": [(4, 5, 6)]}, "(4, 5, 6) takes none of the layouts aliased (an aliased B"),
         ({"ops": ["scaled_mm"], "shapes": [(32, 32, 32), (5, 7, 9)]}, "@gemm_case(shapes=...): (5, 7, 9) suits none"),
         ({"epilogues": ["bias+swish"]}, "unknown epilogue step 'swish'"),
         ({"shapes": [(4, -1, 8)]}, "has a size <= 0"),

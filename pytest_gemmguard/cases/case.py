@@ -23,8 +23,10 @@ from .ops import DTYPES, OPS, STEPS, apply_chain, chain_name, gemm_out_dtype, ou
 # batch: a zero batch stride, as a weight shared across a batch by `expand` is; pytorch#179505 faulted on one while
 # autotuning). A scaled op's scales are drawn apart ("scale" storage: positive float32, not powers of two, so a
 # dropped scale shows).
+# "aliased": B is A itself, transposed (`x @ x.T`; a linear's weight is the activation), so the two operands share
+# one storage (pytorch#156412: bmm(x, x) crashed under max-autotune); it needs N = M (`aliasable`).
 # The order is the tour's (strategies.regime_tour): "broadcast" second, so the first batched op's row, at a size
-# where Inductor keeps the GEMM a GEMM, takes it.
+# where Inductor keeps the GEMM a GEMM, takes it; "aliased" last, so the rows before it stay as they were.
 LAYOUTS: dict[str, tuple[str, str]] = {
     "contiguous": ("row", "row"),
     "broadcast": ("row", "broadcast"),  # batched ops only (ops.op_takes)
@@ -33,8 +35,14 @@ LAYOUTS: dict[str, tuple[str, str]] = {
     "transposed_ab": ("col", "col"),
     "noncontiguous": ("strided", "strided"),
     "offset": ("offset", "offset"),
+    "aliased": ("row", "aliased"),  # N = M only (aliasable); B made from A (alias_operands)
 }
 STORAGE_OFFSET = 3
+
+
+def aliasable(layout: str, m: int, n: int) -> bool:
+    """Whether a case of (M, N) can take `layout`: an aliased B is A transposed, so it needs N = M."""
+    return layout != "aliased" or m == n
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,8 @@ def _operand_seed(case_seed: int, role: str, shape: tuple[int, ...], dtype: str)
 
 
 def _make(shape: tuple[int, ...], storage: str, dtype: str, seed: int, device: str):
+    if storage == "aliased":  # a placeholder: alias_operands puts A's own storage here
+        return None
     if storage == "broadcast":
         return _make((1, *shape[1:]), "row", dtype, seed, device).expand(shape)
     gen = torch.Generator().manual_seed(seed)
@@ -149,15 +159,26 @@ def role_dtypes(case: GemmCase) -> dict[str, str]:
     return dtypes
 
 
+def alias_operands(roles: list[str], tensors: list) -> list:
+    """An aliased case's B made from A's own storage: `b` is A transposed (a view), a linear's `w` is A itself
+    (the same tensor twice); every other operand as made."""
+    made = dict(zip(roles, tensors, strict=True))
+    if "b" in made and made["b"] is None:
+        made["b"] = made["a"].transpose(-1, -2)
+    if "w" in made and made["w"] is None:
+        made["w"] = made["a"]
+    return [made[r] for r in roles]
+
+
 def build_inputs(case: GemmCase, device: str) -> CaseInputs:
+    if not aliasable(case.layout, case.m, case.n):
+        raise ValueError(f"{case.describe()}: an aliased B is A transposed, so N must equal M")
     specs, dtypes = operand_specs(case), role_dtypes(case)
-
-    def make(role: str):
-        shape, store = specs[role]
-        return _make(shape, store, dtypes[role], _operand_seed(case.seed, role, shape, dtypes[role]), device)
-
     args, extras = input_roles(case)
-    return CaseInputs(tuple(make(r) for r in args), {r: make(r) for r in extras})
+    roles = [*args, *extras]
+    made = [_make(*specs[r], dtypes[r], _operand_seed(case.seed, r, specs[r][0], dtypes[r]), device) for r in roles]
+    made = alias_operands(roles, made)
+    return CaseInputs(tuple(made[: len(args)]), dict(zip(extras, made[len(args) :], strict=True)))
 
 
 def _extra_roles(step: str) -> tuple[str, ...]:

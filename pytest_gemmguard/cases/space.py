@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GemmUsageError
-from .case import LAYOUTS, GemmCase
+from .case import LAYOUTS, GemmCase, aliasable
 from .ops import DTYPES, OPS, chain_name, op_takes, parse_chain, shape_fits
 
 
@@ -30,11 +30,15 @@ def valid_ops(space: CaseSpace, dtypes: Sequence[str] | None = None) -> list[str
     """The space's ops that take at least one of its dtypes (or `dtypes`, the device's defaults) in at
     least one of its layouts, and, with explicit shapes, at least one shape of theirs."""
     dtypes = space.dtypes or dtypes or list(DTYPES)
+    layouts = space.layouts or LAYOUTS
     out = []
     for op in space.ops or OPS:
-        if not any(op_takes(op, d, lay) for d in dtypes for lay in space.layouts or LAYOUTS):
+        takes = [lay for lay in layouts if any(op_takes(op, d, lay) for d in dtypes)]
+        if not takes:
             continue
-        if space.shapes and not any(shape_fits(op, s) for s in space.shapes):
+        if space.shapes and not any(
+            shape_fits(op, s) and any(aliasable(lay, s[-3], s[-2]) for lay in takes) for s in space.shapes
+        ):
             continue
         out.append(op)
     return out
@@ -135,6 +139,12 @@ def case_space(where: str = "@gemm_case", *, singular: bool = False, **kwargs: A
         shapes=_shapes(where, kwargs.get("shapes"), ops, arg("shapes")),
         max_examples=max_examples,
     )
+    for shape in space.shapes or ():
+        if space.layouts and not any(aliasable(lay, shape[-3], shape[-2]) for lay in space.layouts):
+            raise GemmUsageError(
+                f"{where}({arg('shapes')}=...): {shape!r} takes none of the layouts {', '.join(space.layouts)} "
+                "(an aliased B is A transposed: it needs N = M)"
+            )
     fitting = valid_ops(space)
     if not fitting:
         raise GemmUsageError(

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from hypothesis import strategies as st
 
-from .case import LAYOUTS, GemmCase
+from .case import LAYOUTS, GemmCase, aliasable
 from .ops import OPS, STEPS, chain_name, default_dtypes, op_takes, shape_fits
 from .space import CaseSpace, case_space, valid_ops
 
@@ -92,13 +92,13 @@ def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[
     layouts_ = list(space.layouts or LAYOUTS)
     epilogue_st = st.sampled_from(list(epilogues)) if epilogues else epilogue_chains()
     # Only shapes some op can take (case_space refuses the rest with a usage error).
-    usable_shapes = [s for s in shapes or () if any(shape_fits(o, s) for o in ops_)]
+    usable_shapes = [s for s in shapes or () if any(_listed_fits(o, s, dtypes_, layouts_) for o in ops_)]
 
     @st.composite
     def draw(data) -> GemmCase:
         if shapes:
             shape = data(st.sampled_from(usable_shapes))
-            op = data(st.sampled_from([o for o in ops_ if shape_fits(o, shape)]))
+            op = data(st.sampled_from([o for o in ops_ if _listed_fits(o, shape, dtypes_, layouts_)]))
             batch, m, n, k = shape if len(shape) == 4 else (0, *shape)
             if OPS[op].batched and not batch:
                 batch = 1
@@ -108,12 +108,23 @@ def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[
             m, n, k = data(dims(limits.mn)), data(dims(limits.mn)), data(dims(limits.k))
             n, k = _round_up(n, align), _round_up(k, align)
             batch = data(st.integers(1, limits.batch)) if OPS[op].batched else 0
-        allowed = [(d, lay) for d in dtypes_ for lay in layouts_ if op_takes(op, d, lay)]
+        # A listed shape is kept as given: it takes an aliased B only where N = M already.
+        allowed = [(d, lay) for d in dtypes_ for lay in layouts_
+                   if op_takes(op, d, lay) and (not shapes or aliasable(lay, m, n))]  # fmt: skip
         dtype = data(st.sampled_from(sorted({d for d, _ in allowed}, key=dtypes_.index)))
         layout = data(st.sampled_from([lay for d, lay in allowed if d == dtype]))
+        if not shapes and not aliasable(layout, m, n):
+            m = n = max(m, n)
         return GemmCase(op, m, n, k, batch, dtype, layout, data(epilogue_st), seed)
 
     return draw()
+
+
+def _listed_fits(op: str, shape: tuple[int, ...], dtypes: list[str], layouts: list[str]) -> bool:
+    """Whether `op` takes a listed shape in one of the space's dtypes and layouts (an aliased B needs N = M)."""
+    return shape_fits(op, shape) and any(
+        op_takes(op, d, lay) and aliasable(lay, shape[-3], shape[-2]) for d in dtypes for lay in layouts
+    )
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -165,7 +176,7 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
             break
         op = ops[i % len(ops)]
         # valid_ops kept only ops that suit at least one explicit shape, so `fitting` is never empty.
-        fitting = [s for s in sizes if shape_fits(op, s)] if space.shapes else sizes
+        fitting = [s for s in sizes if _listed_fits(op, s, dtypes, layouts)] if space.shapes else sizes
         size = _first_unvisited(fitting, seen_sizes, i) if space.shapes else fitting[i % len(fitting)]
         seen_sizes.add(size)
         if len(size) == 3:
@@ -177,10 +188,13 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
             batch = max(batch, 3) if not space.shapes else batch  # batches > 2
         align = OPS[op].align
         n, k = _round_up(n, align), _round_up(k, align)
-        dtype = _first_unvisited([d for d in dtypes if any(op_takes(op, d, lay) for lay in layouts)], seen_dtypes, i)
-        layout = _first_unvisited([lay for lay in layouts if op_takes(op, dtype, lay)], seen_layouts, i)
+        fits = [lay for lay in layouts if not space.shapes or aliasable(lay, m, n)]
+        dtype = _first_unvisited([d for d in dtypes if any(op_takes(op, d, lay) for lay in fits)], seen_dtypes, i)
+        layout = _first_unvisited([lay for lay in fits if op_takes(op, dtype, lay)], seen_layouts, i)
         seen_dtypes.add(dtype)
         seen_layouts.add(layout)
+        if not aliasable(layout, m, n):  # a drawn size: B is A transposed, so M and N meet at the larger
+            m = n = max(m, n)
         case = GemmCase(op, m, n, k, batch, dtype, layout, chains[i % len(chains)], seed)
         if case not in tour:  # a repeat would spend an example of the budget on a case already checked
             tour.append(case)
@@ -203,7 +217,7 @@ def every_case(space: CaseSpace, device: str, seed: int = 0, at_most: int = 0) -
         if shape_fits(op, shape)
         for d in dtypes
         for lay in layouts
-        if op_takes(op, d, lay)
+        if op_takes(op, d, lay) and aliasable(lay, shape[-3], shape[-2])
     ]
     longest = CHAIN_STEPS + 1  # epilogue_chains: none, or up to CHAIN_STEPS distinct steps in any order
     chains_n = len(space.epilogues) if space.epilogues else sum(math.perm(len(STEPS), r) for r in range(longest))

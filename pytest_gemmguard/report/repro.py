@@ -110,6 +110,8 @@ DEVICE = {backend.device()!r}
 
 {inspect.getsource(cases._make)}
 
+{inspect.getsource(cases.alias_operands)}
+
 {inspect.getsource(Float64ScaledMM)}
 
 {body}
@@ -117,8 +119,8 @@ DEVICE = {backend.device()!r}
 
 def inputs():
     specs, dtypes = {cases.operand_specs(case)!r}, {cases.role_dtypes(case)!r}
-    return [_make(*specs[r], dtypes[r], _operand_seed(CASE_SEED, r, specs[r][0], dtypes[r]), DEVICE)
-            for r in {roles!r}]
+    return alias_operands({roles!r}, [_make(*specs[r], dtypes[r], _operand_seed(CASE_SEED, r, specs[r][0], dtypes[r]),
+                                            DEVICE) for r in {roles!r}])
 
 
 CASE_SEED = {case.seed}
