@@ -395,6 +395,11 @@ def test_the_real_command_names_what_it_skipped_on_stderr(tmp_path):
             ' "batch": 0, "count": 1, "dtype": "float32", "layout": "contiguous"}]}',
             "gemms[0]: batch=0 does not suit bmm",
         ),
+        (
+            '{"format": "gemmguard-harvest", "version": 1, "gemms": [{"op": "mm", "m": 2, "n": 3, "k": 2,'
+            ' "batch": 0, "count": 1, "dtype": "float32", "layout": "aliased"}]}',
+            "gemms[0]: layout aliased needs n = m (B is A transposed); m=2, n=3",
+        ),
     ],
 )
 def test_a_corrupt_or_foreign_file_is_one_clear_line(tmp_path, content, message):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..cases.case import LAYOUTS
+from ..cases.case import LAYOUTS, aliasable
 from ..cases.ops import DTYPES, OPS, parse_chain
 from ..errors import GemmUsageError
 from ..files import write_text_atomic
@@ -92,6 +92,8 @@ def _item_from_json(path: Path, index: int, raw: Any) -> HarvestedGemm:
             raise GemmUsageError(f"{where}: {name}={value!r} must be an integer >= {low}")
     if OPS[op].batched != (dims["batch"] >= 1):
         raise GemmUsageError(f"{where}: batch={dims['batch']} does not suit {op}")
+    if not aliasable(layout, dims["m"], dims["n"]):
+        raise GemmUsageError(f"{where}: layout aliased needs n = m (B is A transposed); m={dims['m']}, n={dims['n']}")
     try:
         epilogue = "+".join(parse_chain(epilogue)) or "none"
     except ValueError as exc:
