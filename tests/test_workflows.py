@@ -402,7 +402,10 @@ def test_the_readme_workflow_passes_a_clean_change_and_fails_a_planted_slowdown(
     # The job's python: a fresh venv that sees torch and pytest, not gemmguard: the action installs it, at its
     # own version, into a venv of the job (and the project with it), never into the test run's environment.
     venv = actrun.make_venv(tmp / "venv")
-    mapped = {"gemmguard/gemmguard@main": ROOT}  # the action under test is this checkout's
+    # The action under test is this checkout's, as GitHub serves a repository: its files, not the checkout's venvs
+    # and build outputs. act copies the action's whole tree into each run's cache: mapped to the checkout itself, a
+    # CI clone's two venvs made that 2.4 GB a run, and the disk ran out.
+    mapped = {"gemmguard/gemmguard@main": actrun.snapshot(tmp / "action")}
 
     def run_pr(name: str, fork: bool = False) -> actrun.ActRun:
         event = _event(repo, fork=fork)
