@@ -52,7 +52,8 @@ def grid(name: str) -> list:
     if name == "layouts":
         from pytest_gemmguard.cases.case import LAYOUTS
 
-        out = [_case(op, 5, 6, 130, "float32", lay) for op in ("linear", "mm") for lay in LAYOUTS]
+        # 5x6 cannot take an aliased B (N = M): the recorded sweep's layouts, the same shape for each
+        out = [_case(op, 5, 6, 130, "float32", lay) for op in ("linear", "mm") for lay in LAYOUTS if lay != "aliased"]
         out += [_case("linear", 5, 6, 130, "float32", lay, epi) for lay in ("offset", "contiguous")
                 for epi in ("gelu", "bias+relu", "residual+cast")]  # fmt: skip
         return out
