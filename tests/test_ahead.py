@@ -102,8 +102,10 @@ def _examples(result) -> list[tuple[str, str]]:
     return [(m.group(2), m.group(3)) for m in map(EXAMPLE.search, result.outlines) if m]
 
 
+# no_kernel_cache: the test compares the compile time the workers spare the test process; kernels a shared cache
+# already holds shrink both sides to the same few seconds (seen: 2.6 s and 2.6 s).
 @pytest.mark.parametrize("backend", ["aten", "cpp"])
-def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester, backend):
+def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester, backend, no_kernel_cache):
     """cpp freezes its weights and compiles again in the test process (no FX graph cache), yet compiles less
     there: the worker built its C++ kernels into the session's code cache, and settled its unsupported cases.
     (cpp leaves out the offset layout: torch 2.13's CPP template is wrong on an offset weight, a known failure.)"""
