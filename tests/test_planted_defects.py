@@ -191,16 +191,21 @@ def _default_space_finds(pytester, conftest: str, plant: str) -> str:
     return out
 
 
+def _replay_fails_again(pytester, out: str, plant: str) -> None:
+    """The run's one reproduce line, run as printed on the planted backend, fails again: it rebuilt the case."""
+    replay = re.search(r"--gemm-replay='([^']+)'", out).group(1)
+    again = pytester.runpytest_inprocess(
+        f"--gemm-backends={plant}", f"--gemm-replay={replay}", "-p", "no:cacheprovider"
+    )
+    again.assert_outcomes(failed=1)
+
+
 def test_a_defect_of_shared_weights_is_found_by_the_default_space_and_the_clean_backend_stays_quiet(pytester):
     out = _default_space_finds(pytester, SHARED_WEIGHT, "wrong-shared-weight")
     (failing,) = re.findall(r"GemmCase\((op='\w+'.*?)\)\n", out)
     assert "layout='broadcast'" in failing and re.match(r"op='(bmm|baddbmm)'", failing), failing
     # The replay line reruns the case with its shared weight.
-    replay = re.search(r"--gemm-replay='([^']+)'", out).group(1)
-    again = pytester.runpytest_inprocess(
-        "--gemm-backends=wrong-shared-weight", f"--gemm-replay={replay}", "-p", "no:cacheprovider"
-    )
-    again.assert_outcomes(failed=1)
+    _replay_fails_again(pytester, out, "wrong-shared-weight")
 
 
 # Wrong only where B is A's own storage (`x @ x.T`, a linear of an activation with itself: issue 40; pytorch#156412
@@ -224,11 +229,7 @@ def test_a_defect_of_aliased_operands_is_found_by_the_default_space_and_the_clea
     m, n = map(int, re.search(r"m=(\d+), n=(\d+)", failing).groups())
     assert m == n, failing
     # The replay line reruns the case with B made from A again.
-    replay = re.search(r"--gemm-replay='([^']+)'", out).group(1)
-    again = pytester.runpytest_inprocess(
-        "--gemm-backends=wrong-aliased", f"--gemm-replay={replay}", "-p", "no:cacheprovider"
-    )
-    again.assert_outcomes(failed=1)
+    _replay_fails_again(pytester, out, "wrong-aliased")
 
 
 # Wrong only where K is a prime far above M and N, where no split of K divides it (issue 40: decompose-K picked
