@@ -146,14 +146,17 @@ class CoverageLost(GemmguardError):
 class GemmMismatch(GemmguardError, AssertionError):
     """A backend's kernel ran and produced a wrong result. `candidates` names the autotune candidates the
     failure is confirmed to come from, where it is (a known entry may name them): for a wrong winner, the
-    ones blamed by confirm.blame; empty when nothing is blamed."""
+    ones blamed by confirm.blame; empty when nothing is blamed. `kind`: what a known-failures entry must name to
+    explain it ("wrong-result"; "wrong-with-fewer-threads" where the result was right until OpenMP gave the kernel
+    fewer threads, run/check.py)."""
 
-    def __init__(self, message: str, candidates: tuple[str, ...] = ()) -> None:
+    def __init__(self, message: str, candidates: tuple[str, ...] = (), kind: str = "wrong-result") -> None:
         super().__init__(message)
         self.candidates = tuple(candidates)
+        self.kind = kind
 
     def __reduce__(self):  # pytest-xdist and compile-ahead workers pickle exceptions: keep the names (and notes)
-        return (type(self), (str(self), self.candidates), self.__dict__)
+        return (type(self), (str(self), self.candidates, self.kind), self.__dict__)
 
 
 class CandidateMismatch(GemmMismatch):

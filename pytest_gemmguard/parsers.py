@@ -64,6 +64,14 @@ def on_off(value: Any) -> bool:
     return text == "on"
 
 
+def fewer_threads_choice(value: Any) -> str:
+    """'auto' | 'all' | 'off': which CPU backends' compiled code runs again with fewer OpenMP threads."""
+    text = str(value).strip().lower()
+    if text not in ("auto", "all", "off"):
+        raise ValueError("must be 'auto' (Inductor's own CPU kernels), 'all' (ATen's library GEMM too) or 'off'")
+    return text
+
+
 def workers(value: Any) -> int | None:
     """'auto' -> None (decided per backend); else a count >= 0."""
     text = str(value).strip().lower()

@@ -27,6 +27,7 @@ from .parsers import (
     any_int,
     directory,
     fail_or_warn,
+    fewer_threads_choice,
     flag,
     fraction,
     gpu_choice,
@@ -139,6 +140,11 @@ CORE: tuple[Setting, ...] = (
             "winner (on/off; default on): a wrong candidate that lost fails the case, naming it",
             flag="--gemm-all-choices", ini="gemm_all_choices", env="GEMMGUARD_ALL_CHOICES", table="all_choices",
             metavar="on|off"),
+    Setting("fewer_threads", fewer_threads_choice, "auto", "on the CPU, run each verified case's compiled code "
+            "again with every OpenMP parallel region on one thread (a kernel that splits its work for the threads "
+            "it was compiled for must not skip any when fewer come): 'auto' (default) for kernels Inductor writes "
+            "(cpp), 'all' for ATen's library GEMM too, 'off'", flag="--gemm-fewer-threads", ini="gemm_fewer_threads",
+            env="GEMMGUARD_FEWER_THREADS", table="fewer_threads", metavar="auto|all|off"),
     Setting("known", text, None, "known-failures TOML: a failure an entry describes is xfail with its link; "
             "an entry whose cases ran and passed is XPASS", flag="--gemm-known", env="GEMMGUARD_KNOWN",
             table="known_failures", metavar="FILE"),

@@ -179,12 +179,12 @@ def test_any_gemm(gemm):
 """
 
 
-def _default_space_finds(pytester, conftest: str, plant: str) -> str:
-    """Run README's default `@gemm_case()` at seed 1 on the planted backend `plant` and on the clean aten, the
-    same draws for both: the plant fails, aten passes. Returns the run's output."""
+def _default_space_finds(pytester, conftest: str, plant: str, clean: str = "aten") -> str:
+    """Run README's default `@gemm_case()` at seed 1 on the planted backend `plant` and on the clean backend it
+    was made from, the same draws for both: the plant fails, the clean one passes. Returns the run's output."""
     pytester.makeconftest(conftest)
     pytester.makepyfile(DEFAULT_SPACE_TEST)
-    result = pytester.runpytest_inprocess(f"--gemm-backends={plant},aten", "--gemm-seed=1", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess(f"--gemm-backends={plant},{clean}", "--gemm-seed=1", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1, passed=1)
     out = result.stdout.str()
     assert f"gemmguard: {plant} produced a wrong result" in out, out
@@ -230,6 +230,81 @@ def test_a_defect_of_aliased_operands_is_found_by_the_default_space_and_the_clea
     assert m == n, failing
     # The replay line reruns the case with B made from A again.
     _replay_fails_again(pytester, out, "wrong-aliased")
+
+
+# Right only when OpenMP gives its parallel regions every thread (issue 40, the CPU's environment; pytorch#168965: a
+# CPP GEMM kernel built for N threads skipped tiles when another library left it fewer): after each GEMM a step of
+# the planted kernel zeroes the rows a missing thread would have written. It reads OpenMP's own state, not
+# gemmguard's. The default space finds it only because the CPU check runs the compiled code again with one thread a
+# parallel region.
+_SKIPPED_TILES = """
+def _teams_of_one():
+    paths = {line.split()[-1] for line in open("/proc/self/maps") if re.search(r"/libg?omp[^/]*[.]so", line)}
+    return any(ctypes.CDLL(path).omp_get_max_active_levels() == 0 for path in paths)
+
+
+@torch.library.custom_op("gemmguard_plant::skip_tiles", mutates_args=())
+def skip_tiles(y: torch.Tensor) -> torch.Tensor:
+    out = y.clone()
+    if _teams_of_one():
+        out[..., out.shape[-2] // 2 :, :] = 0
+    return out
+
+
+@skip_tiles.register_fake
+def _(y):
+    return torch.empty_like(y)
+"""
+_SKIP_PASS = plants.graph_pass(
+    "SkipTilesWithFewerThreads",
+    """
+    gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+             torch.ops.aten.baddbmm.default)
+    for node in list(graph.nodes):
+        if node.target in gemms:
+            with graph.inserting_after(node):
+                split = graph.call_function(torch.ops.gemmguard_plant.skip_tiles.default, (node,))
+            node.replace_all_uses_with(split)
+            split.args = (node,)
+            split.meta["val"] = node.meta["val"]
+    """,
+)
+THREAD_COUNT = plants.planted_backend(
+    "wrong-with-fewer-threads",
+    plants.GraphPass(_SKIP_PASS.name, _SKIPPED_TILES + "\n\n" + _SKIP_PASS.source),
+    base="cpp",
+    imports="import ctypes\nimport re\n",
+    # The plant's kernel is the CPP template's GEMM and its own step after it: both are this backend's.
+    members="def claims(self, launch):\n        return super().claims(launch) or 'skip_tiles' in launch.name",
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds OpenMP's runtime in Linux's /proc")
+def test_a_kernel_wrong_with_fewer_threads_is_found_by_the_default_space_on_the_cpu(pytester):
+    import torch
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("one thread: every OpenMP team has one thread already")  # CI's machines have two cores
+    out = _default_space_finds(pytester, THREAD_COUNT, "wrong-with-fewer-threads", clean="cpp")
+    usual = torch.get_num_threads()
+    assert f"right with {usual} OpenMP threads, wrong with one a parallel region" in out, out
+    _replay_fails_again(pytester, out, "wrong-with-fewer-threads")
+
+
+def test_the_repro_script_of_a_failure_with_one_thread_teams_runs_the_compiled_code_so(pytester):
+    from pytest_gemmguard import backends, oracle
+    from pytest_gemmguard.report import repro
+    from pytest_gemmguard.run.example import Example
+
+    wrong = oracle.Verdict(False, 9.0, 1.0, oracle.Mismatch("values", (0, 0), 1.0, 0.0, 1.0, 1e-30, 1, 35))
+    case = GemmCase("mm", 5, 7, 9, dtype="float32")
+    example = Example(case, "cpp", test_id="t.py::test_x[cpp]")
+    path = repro.write(str(pytester.path / "out"), example, None, backends.get("cpp"), wrong, False, True)
+    source = open(path).read()
+    switch = "lib.omp_set_max_active_levels(0)"
+    assert source.index("first = compiled(") < source.index(switch) < source.index("out = compiled("), source
+    proc = subprocess.run([sys.executable, "-I", path], capture_output=True, text=True, timeout=300)
+    assert "max |error|:" in proc.stdout and proc.returncode == 1, proc.stderr  # ran, and judged at 1e-30
 
 
 # Wrong only where K is a prime far above M and N, where no split of K divides it (issue 40: decompose-K picked

@@ -204,7 +204,7 @@ def test_every_exception_class_lives_in_errors_under_one_root():
         assert issubclass(getattr(errors, name), errors.GemmguardError), name
 
 
-@pytest.mark.parametrize("library", ["inductor", "hypothesis", "pytest_benchmark", "pytest"])
+@pytest.mark.parametrize("library", ["inductor", "hypothesis", "pytest_benchmark", "pytest", "openmp"])
 def test_each_adapter_accepts_the_installed_library(library):
     import importlib
 

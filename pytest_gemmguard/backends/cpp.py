@@ -12,6 +12,7 @@ class CppBackend(Backend):
     name = "cpp"
     inductor_name = "CPP"
     freezes_weights = True
+    writes_cpu_kernels = True
 
     def device(self) -> str:
         return "cpu"

@@ -37,7 +37,10 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
                                                 #   specifier set; "" means installed at any version; a
                                                 #   package that is not installed never matches. Open from
                                                 #   the first version seen until a release is seen fixed
-    kind = "wrong-result"                       # required: wrong-result | raises | any
+    kind = "wrong-result"                       # required: wrong-result | wrong-with-fewer-threads | raises |
+                                                #   any; wrong-with-fewer-threads: right as compiled, wrong
+                                                #   when OpenMP ran each parallel region on one thread (the
+                                                #   CPU check of --gemm-fewer-threads)
     link = "docs/findings.md#some-anchor"       # required: http(s) URL, or a path relative to this file
                                                 #   (the shipped file: public URLs only)
     reason = "what the bug is, in one line"     # required
@@ -81,13 +84,23 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .entries import CPU_FACT, FAILURE_KINDS, KINDS, Entry, KnownFailures, Names, default_names, parse_size
+from .entries import (
+    CPU_FACT,
+    FAILURE_KINDS,
+    FEWER_THREADS,
+    KINDS,
+    Entry,
+    KnownFailures,
+    Names,
+    default_names,
+    parse_size,
+)
 from .reading import load, load_shipped, parse, shipped_path
 
 __all__ = [
-    "CPU_FACT", "FAILURE_KINDS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names", "blame_patterns",
-    "cpu_capability", "default_names", "installed_versions", "load", "load_shipped", "machine_facts", "match",
-    "parse", "parse_size", "shipped_path",
+    "CPU_FACT", "FAILURE_KINDS", "FEWER_THREADS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names",
+    "blame_patterns", "cpu_capability", "default_names", "installed_versions", "load", "load_shipped",
+    "machine_facts", "match", "parse", "parse_size", "shipped_path",
 ]  # fmt: skip
 
 
@@ -179,10 +192,15 @@ class KnownTracker:
         self.failures: Counter = Counter()  # entry id -> failures it explained
         self.first_failure: dict[str, Any] = {}  # entry id -> the first case it explained
 
-    def note_pass(self, case: Any, route: str | None = None, judged: Sequence[str] = ()) -> None:
+    def note_pass(
+        self, case: Any, route: str | None = None, judged: Sequence[str] = (), fewer_threads: bool = False
+    ) -> None:
         """An example passed; `judged`: the autotune candidates its checks judged right (an entry that names
-        candidates counts the pass only where one of its own was among them)."""
+        candidates counts the pass only where one of its own was among them); `fewer_threads`: its compiled code
+        also ran right with fewer OpenMP threads (only then does an entry of that kind count the pass)."""
         for entry in self.entries:
+            if entry.kind == FEWER_THREADS and not fewer_threads:
+                continue
             if entry.covers(case, route) and entry.witnessed(judged):
                 self.passes[entry.id] += 1
 

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-KINDS = ("wrong-result", "raises", "any")
-FAILURE_KINDS = ("wrong-result", "raises")  # what a runner reports; "any" exists only in the file
+# "wrong-with-fewer-threads": right as compiled, wrong once OpenMP gave the kernel fewer threads (run/check.py).
+FEWER_THREADS = "wrong-with-fewer-threads"
+KINDS = ("wrong-result", FEWER_THREADS, "raises", "any")
+FAILURE_KINDS = ("wrong-result", FEWER_THREADS, "raises")  # what a runner reports; "any" exists only in the file
 REQUIRED = ("id", "backend", "versions", "kind", "link", "reason")
 SIZE_KEYS = ("m", "n", "k", "batch")
 # `seen` and `seen_right`: the evidence an entry carries (cases described as reports describe them: the cases it

@@ -16,6 +16,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from .._compat import openmp  # runtime_paths' source goes into a script that needs it
 from ..cases import case as cases  # the module: its source goes into the script
 from ..cases.ops import DTYPES, OPS, SCALE, STEPS, output_dtype
 from ..cases.precision import describe
@@ -76,7 +77,43 @@ def _options_source(backend) -> tuple[str, bool]:
     return "\n".join([f"INDUCTOR_OPTIONS = {literal!r}", *lines]), needs_gemmguard
 
 
-def script(case, backend, fn, verdict, dynamic: bool) -> str:
+def _run_source(one_thread_teams: bool) -> tuple[str, str]:
+    """The script's helpers and its compile-and-run lines: a plain run, or (`one_thread_teams`) a first run with
+    every thread, then the judged one with each OpenMP parallel region on one thread, as the CPU check found it
+    wrong (pytest_gemmguard/_compat/openmp.py)."""
+    runtime = "[a for i, a in enumerate(args) if i not in weights]"
+    if not one_thread_teams:
+        return "", f"    out = compiled(*{runtime})"
+    helpers = "\n".join(
+        [
+            "import ctypes",
+            "import re",
+            "",
+            f"_RUNTIME = re.compile({openmp._RUNTIME.pattern!r})",
+            f"_MAPS = {openmp._MAPS!r}",
+            "",
+            "",
+            inspect.getsource(openmp.runtime_paths),
+        ]
+    )
+    run = "\n".join(
+        [
+            f"    first = compiled(*{runtime})  # compiled, and run once, with every thread",
+            "    # NaN where the next output may land: a tile the kernel skips reads NaN, not the first result",
+            "    poison = [torch.full_like(first, float('nan')) for _ in range(4)]",
+            "    del first, poison",
+            "    teams = [ctypes.CDLL(path) for path in runtime_paths()]",
+            "    for lib in teams:  # every OpenMP parallel region on one thread, as the run that failed had it",
+            "        lib.omp_set_max_active_levels(0)",
+            f"    out = compiled(*{runtime})",
+            "    for lib in teams:",
+            "        lib.omp_set_max_active_levels(1)",
+        ]
+    )
+    return helpers, run
+
+
+def script(case, backend, fn, verdict, dynamic: bool, one_thread_teams: bool = False) -> str:
     op_spec = OPS[case.op]
     args_roles, extra_roles = cases.input_roles(case)
     roles = args_roles + extra_roles
@@ -86,6 +123,7 @@ def script(case, backend, fn, verdict, dynamic: bool) -> str:
     mismatch = verdict.mismatch
     index, tol = (mismatch.index, mismatch.tolerance) if mismatch is not None and mismatch.index else ((), float("inf"))
     options, needs_gemmguard = _options_source(backend)
+    run_helpers, run = _run_source(one_thread_teams)
     needs = "torch and pytest_gemmguard (the route's graph pass)" if needs_gemmguard else "torch only"
     return f"""# gemmguard repro: {case.describe()} on backend {backend.name}
 # {verdict.summary()}
@@ -113,6 +151,8 @@ DEVICE = {backend.device()!r}
 {inspect.getsource(cases.alias_operands)}
 
 {inspect.getsource(Float64ScaledMM)}
+
+{run_helpers}
 
 {body}
 
@@ -146,7 +186,7 @@ torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 # Patched globally, not passed as torch.compile(options=...): Dynamo itself reads `freezing`.
 with torch.no_grad(), inductor_config.patch(INDUCTOR_OPTIONS):
     compiled = torch.compile(Frozen().eval(), dynamic={dynamic})
-    out = compiled(*[a for i, a in enumerate(args) if i not in weights])
+{run}
     with Float64ScaledMM():
         expected = fn(*[a.to(torch.float64) for a in args])
     eager = fn(*args)  # eager PyTorch on the same inputs, under the same flags: is the library off too?
@@ -162,8 +202,9 @@ if index:
 """
 
 
-def write(directory: str, example, fn, backend, verdict, dynamic: bool) -> str | None:
+def write(directory: str, example, fn, backend, verdict, dynamic: bool, one_thread_teams: bool = False) -> str | None:
     """Write the repro script atomically; returns its path (None if the directory is not writable).
+    `one_thread_teams`: the run it reproduces had every OpenMP parallel region on one thread (run/check.py).
 
     The script is compiled before it is written: a repro that is not valid Python is gemmguard's bug, and
     must fail loudly here (every test that writes one then proves the script parses), not in a user's hands."""
@@ -172,7 +213,7 @@ def write(directory: str, example, fn, backend, verdict, dynamic: bool) -> str |
     # "repro_" first: a file named test_*.py would be collected by the user's next pytest run.
     name = "repro_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
     path = os.path.join(directory, f"{name}.py")
-    text = script(example.case, backend, fn, verdict, dynamic)
+    text = script(example.case, backend, fn, verdict, dynamic, one_thread_teams)
     compile(text, path, "exec")
     try:
         return write_text_atomic(path, text)

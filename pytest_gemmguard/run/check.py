@@ -1,6 +1,7 @@
 """One check of one case on one backend, in stages: the reference (the float64 result and the bound a correct one
 keeps to: the case's own, or the test's function's), what the compile-ahead worker learnt, the compile and run
-through the backend with provenance, the winner judged, then the autotune candidates judged.
+through the backend with provenance, the winner judged (on the CPU also with one thread an OpenMP team), then the
+autotune candidates judged.
 
 The backend never judges and the oracle never compiles: this module only sequences them, and decides
 whose fault an exception is (the backend's, or the test's own function's).
@@ -25,7 +26,7 @@ from ..cases.precision import describe, math_precision
 from ..compile import candidates
 from ..compile.candidates import CandidateResult
 from ..compile.compiler import CallRecord, run_checked
-from ..crosscheck import confirm, differential
+from ..crosscheck import confirm, differential, threads
 from ..errors import CandidateMismatch, CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
 from ..oracle.function import bound as fn_bound
 from ..report import repro
@@ -103,12 +104,13 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     learnt = _learn_ahead(session, example, backend, fn)
     if worker_found_unsupported(learnt, fn):
         raise Unsupported(backend.name, learnt.detail or "no kernel of the backend ran (compile-ahead worker)")
-    out, record = _compile_and_run(session, example, backend, ref, learnt)
+    compiled, out, record = _compile_and_run(session, example, backend, ref, learnt)
     seen, from_worker = _candidates_seen(session, example, record, learnt)
     # A worker that could not have the test's own function judged the candidates of the case's own GEMM: they are
     # not what that function compiles here, so they are confirmed (or blamed) in the case's own GEMM.
     op_only = from_worker and fn is not None and not learnt.candidates_fn
     verdict = _judge_winner(session, example, fn, backend, ref, out, record, [] if op_only else seen)
+    threads.judge_with_one_thread_teams(session, example, fn, backend, compiled, ref.args, ref.judged)
     counted = record.compiled or from_worker
     found = _judge_candidates(session, example, backend, own if op_only else ref, record, seen, counted)
     cleared = (c.candidate.name for c in found if c.outcome == confirm.RIGHT)
@@ -231,7 +233,7 @@ def _learn_ahead(
 
 def _compile_and_run(
     session: GemmSession, example: Example, backend: backends.Backend, ref: Reference, learnt: Reply | None
-) -> tuple[Any, CallRecord]:
+) -> tuple[Any, Any, CallRecord]:
     """Compile through the backend (a cache hit where a worker compiled it), release NaN-poisoned blocks, run;
     the record says which kernels ran. Every autotune candidate of a graph compiled now is judged as it compiles
     (compile/candidates.py)."""
@@ -241,7 +243,7 @@ def _compile_and_run(
     compiling_before = session.compiler.stats["compile_s"]
     with candidates.judging(case.dtype if session.options.all_choices else None, repr(case)):
         try:
-            return run_checked(compiled, ref.args)
+            return (compiled, *run_checked(compiled, ref.args))
         except Unsupported as exc:
             # A compile served from the cache a worker filled never ran the backend's graph passes here, so
             # the worker's reason is the fuller one (an own-kernel route's "its kernel refused: ...").

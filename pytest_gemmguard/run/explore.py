@@ -79,8 +79,8 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             if near:
                 exc.add_note(near)
             return None
-        if kind == "wrong-result":
-            session.tally.of(backend).failed -= 1  # check() counted it before the file was consulted
+        if kind != "raises":  # a wrong result: check() counted it before the file was consulted
+            session.tally.of(backend).failed -= 1
         session.tally.of(backend).xfailed += 1
         return f"known failure {entry.id}" if entry is not None else "pre-existing failure (the base failed it too)"
 
@@ -107,14 +107,14 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             outcome["ran"] += 1
             verdict = "verified"
             if tracker is not None and example.checks:
-                tracker.note_pass(case, example.route, example.judged_right)
+                tracker.note_pass(case, example.route, example.judged_right, example.fewer_threads_judged)
         except Unsupported as exc:
             outcome["unsupported"] += 1
             reasons[exc.reason] += 1
             hypothesis.event(f"unsupported: {exc.reason}")
             verdict = "unsupported"
         except GemmMismatch as exc:
-            verdict = known(example, "wrong-result", exc, getattr(exc, "candidates", ()))
+            verdict = known(example, getattr(exc, "kind", "wrong-result"), exc, getattr(exc, "candidates", ()))
             if verdict is None:
                 took = time.perf_counter() - started
                 # The report's first line at once: a run cut short (a CI time limit) still says what failed.

@@ -66,20 +66,27 @@ def shift_gemms(name: str, by: float, ops: tuple[str, ...] = ("mm", "addmm", "bm
     )
 
 
-def planted_backend(name: str, plant: GraphPass, *, imports: str = "", members: str = "", once: bool = False) -> str:
-    """The source of a conftest.py that registers the backend `name`: ATen, with `plant` run on every compile's
-    post-grad graph. `imports`: more import lines; `members`: more lines of the backend's class; `once`: register
-    only while no backend has that name (the same conftest imported again in one process)."""
+def planted_backend(
+    name: str, plant: GraphPass, *, imports: str = "", members: str = "", once: bool = False, base: str = "aten"
+) -> str:
+    """The source of a conftest.py that registers the backend `name`: ATen (or `base="cpp"`: Inductor's CPP
+    template), with `plant` run on every compile's post-grad graph. `imports`: more import lines; `members`: more
+    lines of the backend's class; `once`: register only while no backend has that name (the same conftest imported
+    again in one process)."""
     cls = "".join(part.title() for part in name.split("-")) + "Backend"  # never the pass's own name
     members = f"\n    {members}" if members else ""
     register = f"backends.register({cls}())"
     if once:
         register = f'if "{name}" not in backends.names():\n    {register}'
-    return _stamped(f"""{imports}{_REGISTRY_IMPORTS}
+    parent, registry_imports = "AtenBackend", _REGISTRY_IMPORTS
+    if base == "cpp":
+        parent = "CppBackend"
+        registry_imports = _REGISTRY_IMPORTS.replace("aten import AtenBackend", "cpp import CppBackend")
+    return _stamped(f"""{imports}{registry_imports}
 
 {plant.source}
 
-class {cls}(AtenBackend):
+class {cls}({parent}):
     name = "{name}"{members}
 
     def inductor_options(self):
