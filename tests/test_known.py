@@ -169,7 +169,7 @@ MALFORMED = [
     ("versions empty", entry_text(versions="{}"), "versions", "non-empty table"),
     ("version not a string", entry_text(versions="{ torch = 2.13 }"), "versions", "must be a specifier string"),
     ("bad specifier", entry_text(versions='{ torch = ">>2.13" }'), "versions", "not a PEP 440 specifier set"),
-    ("unknown kind", entry_text(kind='"wrong"'), "kind", "valid: wrong-result, raises, any"),
+    ("unknown kind", entry_text(kind='"wrong"'), "kind", "valid: wrong-result, wrong-with-fewer-threads, raises, any"),
     ("unknown cpu", entry_text(cpu='"avx3"'), "cpu", "unknown CPU capability 'avx3'; valid: default, avx2"),
     ("candidate not a name", entry_text(candidates='["triton mm"]'), "candidates", "e.g. triton_mm_persistent_tma_*"),
     ("candidates empty", entry_text(candidates="[]"), "candidates", "non-empty list"),
@@ -313,7 +313,7 @@ def test_size_conditions():
 
 
 def test_match_takes_only_real_failure_kinds(tmp_path):
-    with pytest.raises(ValueError, match="kind must be one of wrong-result, raises"):
+    with pytest.raises(ValueError, match="kind must be one of wrong-result, wrong-with-fewer-threads, raises"):
         kn.match(one_entry(tmp_path), "cpp", case(), TORCH_213, "any")
 
 
@@ -364,6 +364,51 @@ def test_xpass_needs_matching_passes_and_no_matching_failure(tmp_path):
     still.note_pass(case())
     still.note_failure(case(m=7), "wrong-result")
     assert still.xpassed() == [] and still.xfailed() == [kf.entries[0]]
+
+
+def test_a_fewer_threads_entry_explains_only_that_kind_and_counts_only_passes_the_check_saw(tmp_path):
+    kf = one_entry(tmp_path, kind='"wrong-with-fewer-threads"')
+    tracker = kn.KnownTracker(kf, "cpp", TORCH_213)
+    assert tracker.note_failure(case(), "wrong-result") is None  # wrong with every thread: another bug
+    assert tracker.note_failure(case(), "wrong-with-fewer-threads") is kf.entries[0]
+    # A pass whose compiled code never ran with fewer threads says nothing about this bug: no XPASS from it.
+    unseen = kn.KnownTracker(kf, "cpp", TORCH_213)
+    unseen.note_pass(case())
+    assert unseen.xpassed() == []
+    seen = kn.KnownTracker(kf, "cpp", TORCH_213)
+    seen.note_pass(case(), fewer_threads=True)
+    assert seen.xpassed() == [kf.entries[0]]
+
+
+DEFAULT_SPACE_TEST = """
+from pytest_gemmguard import gemm_case
+
+
+@gemm_case()
+def test_any_gemm(gemm):
+    gemm.check()
+"""
+
+
+def test_the_shipped_onednn_entry_explains_atens_half_gemm_with_fewer_threads_and_only_under_the_check(pytester):
+    """torch 2.13's CPU bf16/fp16 GEMM (oneDNN) is wrong when OpenMP gives it fewer threads (docs/findings.md):
+    --gemm-fewer-threads=all finds it on aten in README's default space and the shipped entry makes it xfail;
+    without the shipped entries it fails, saying with how many threads; by default (auto) aten is not rerun."""
+    import torch
+
+    if torch.get_num_threads() < 2 or not sys.platform.startswith("linux"):
+        pytest.skip("needs two threads and Linux's /proc")  # CI's machines have both
+    pytester.makepyfile(DEFAULT_SPACE_TEST)
+    args = ("--gemm-backends=aten", "--gemm-seed=1", "-p", "no:cacheprovider", "-rxX")
+    known = pytester.runpytest_inprocess(*args, "--gemm-fewer-threads=all")
+    known.assert_outcomes(xfailed=1)
+    assert "torch-onednn-half-gemm-fewer-threads" in known.stdout.str()
+    bare = pytester.runpytest_inprocess(*args, "--gemm-fewer-threads=all", "--gemm-known-shipped=off")
+    bare.assert_outcomes(failed=1)
+    assert "wrong with one a parallel region" in bare.stdout.str()
+    default = pytester.runpytest_inprocess(*args)
+    default.assert_outcomes(passed=1)
+    assert "torch-onednn-half-gemm-fewer-threads" not in default.stdout.str()  # no XPASS from unchecked passes
 
 
 def test_a_tracker_sees_only_entries_for_its_backend_and_versions(tmp_path):
