@@ -403,9 +403,17 @@ def test_the_shipped_onednn_entry_explains_atens_half_gemm_with_fewer_threads_an
     known = pytester.runpytest_inprocess(*args, "--gemm-fewer-threads=all")
     known.assert_outcomes(xfailed=1)
     assert "torch-onednn-half-gemm-fewer-threads" in known.stdout.str()
-    bare = pytester.runpytest_inprocess(*args, "--gemm-fewer-threads=all", "--gemm-known-shipped=off")
+    bare = pytester.runpytest_inprocess(
+        *args, "--gemm-fewer-threads=all", "--gemm-known-shipped=off", "--gemm-verdicts=run.json"
+    )
     bare.assert_outcomes(failed=1)
     assert "wrong with one a parallel region" in bare.stdout.str()
+    # The record keeps the kind, and an entry proposed from it names it.
+    proposed = subprocess.run(
+        [sys.executable, "-m", "pytest_gemmguard", "propose", str(pytester.path / "run.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert 'kind = "wrong-with-fewer-threads"' in proposed.stdout, proposed.stdout + proposed.stderr
     default = pytester.runpytest_inprocess(*args)
     default.assert_outcomes(passed=1)
     assert "torch-onednn-half-gemm-fewer-threads" not in default.stdout.str()  # no XPASS from unchecked passes

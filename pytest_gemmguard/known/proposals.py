@@ -59,9 +59,9 @@ def propose(records: Iterable[Record]) -> list[str]:
             if row["outcome"] == PASS:
                 right.setdefault((row["backend"], case["op"]), []).append(row["case"])
                 continue
-            if row["outcome"] not in ("wrong-result", "raises", "pre-existing"):
+            if row["outcome"] not in ("wrong-result", "wrong-with-fewer-threads", "raises", "pre-existing"):
                 continue  # a known failure already has its entry; unsupported is no failure
-            kind = "raises" if row["outcome"] == "raises" else "wrong-result"
+            kind = row["outcome"] if row["outcome"] in ("raises", "wrong-with-fewer-threads") else "wrong-result"
             group = groups.setdefault((row["backend"], kind, case["op"]), {"cases": [], "texts": [], "facts": {}})
             group["cases"].append(case)
             group["texts"].append(row["case"])

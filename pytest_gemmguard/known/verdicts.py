@@ -36,7 +36,7 @@ FORMAT = 1
 KEY = "gemmguard_verdicts"
 PASS = "verified"
 UNSUPPORTED = "unsupported"
-FAILURES = ("wrong-result", "raises", "pre-existing")  # and every "known:<id>"
+FAILURES = ("wrong-result", "wrong-with-fewer-threads", "raises", "pre-existing")  # and every "known:<id>"
 PACKAGES = ("torch", "triton", "pytest-gemmguard", "hypothesis", "nvidia-cutlass", "nvidia-cutlass-dsl")
 _RANK = {UNSUPPORTED: 0, PASS: 1}  # the worst outcome of a case seen twice (a shrink step, a rerun) is kept
 

@@ -30,6 +30,7 @@ from ..errors import (
     UserCodeError,
     headline,
 )
+from ..known.entries import FAILURE_KINDS
 from ..known.verdicts import Judge
 from . import replay
 from .gemm import Gemm, example_of
@@ -86,7 +87,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
 
     def note(case: GemmCase, verdict: str) -> None:
         """This example's outcome, as the record names it (a failure that stopped the test was noted already)."""
-        outcome = verdict if verdict in ("verified", "unsupported", "wrong-result", "raises") else None
+        outcome = verdict if verdict in ("verified", "unsupported", *FAILURE_KINDS) else None
         if verdict.startswith(("known failure ", "pre-existing")):
             outcome = "known:" + verdict.split()[2] if verdict.startswith("known") else "pre-existing"
         if outcome is not None:
@@ -121,7 +122,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 what = headline(exc, 240)
                 head = f"[{backend}] {step}/{total} {case.describe()}"
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
-                note(case, "wrong-result")
+                note(case, getattr(exc, "kind", "wrong-result"))
                 if not judge.keeps_going:
                     raise
                 judge.keep(exc, case.describe())  # the record covers the whole draw: on to the next example
