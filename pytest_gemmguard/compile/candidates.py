@@ -244,8 +244,10 @@ def watch(case: Any, enabled: bool = True) -> Iterator[list[CandidateResult]]:
         seen += [entry.result or _unchecked(entry, selection, elsewhere) for entry in selection.entries]
 
 
-def _unchecked(entry: _Entry, selection: _Selection, reason: str, op: str = "") -> CandidateResult:
-    return CandidateResult(entry.facts.name, entry.facts.description, op or selection.op, None, reason)
+def _unchecked(
+    entry: _Entry, selection: _Selection, reason: str, op: str = "", timing: float | None = None
+) -> CandidateResult:
+    return CandidateResult(entry.facts.name, entry.facts.description, op or selection.op, None, reason, "", timing)
 
 
 def _capture(selection: _Selection, entry: _Entry, dtype: str):
@@ -282,14 +284,14 @@ def _judge(selection: _Selection, entry: _Entry, args: tuple, out: Any, dtype: s
     facts = entry.facts
     if facts.kind not in ("extern", "triton", "subgraph"):
         why = f"gemmguard does not know how a {facts.kind} choice's inputs map onto {selection.op}'s"
-        return _unchecked(entry, selection, why, op)
+        return _unchecked(entry, selection, why, op, timing)
     tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
     wanted = PRODUCTS.get(selection.op)
     if selection.op == SCALED:
         wanted = 5 if len(tensors) == 5 else 4
     if wanted is None or len(tensors) != wanted or not isinstance(out, torch.Tensor):
         why = f"no float64 reference for {selection.op} with {len(tensors)} tensor inputs"
-        return _unchecked(entry, selection, why, op)
+        return _unchecked(entry, selection, why, op, timing)
     rank = 3 if selection.op in ("bmm", "baddbmm") else 2
     operands = tensors[-2:] if selection.op in ("addmm", "baddbmm") else tensors[:2]
     if any(t.dim() != rank for t in operands) or out.dim() != rank:
@@ -298,7 +300,7 @@ def _judge(selection: _Selection, entry: _Entry, args: tuple, out: Any, dtype: s
         # a check that cannot tell what the choice computes says so instead of crying wolf.
         shapes = ", ".join(str(tuple(t.shape)) for t in (*operands, out))
         why = f"its operands reach it as {shapes}, not as the {rank}-D operands of {selection.op}"
-        return _unchecked(entry, selection, why, op)
+        return _unchecked(entry, selection, why, op, timing)
     key = tuple((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype) for t in tensors)
     if key not in selection.references:
         selection.references[key] = _reference(selection.op, selection.kwargs, tensors, dtype, out.dtype)

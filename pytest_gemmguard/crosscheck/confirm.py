@@ -184,8 +184,11 @@ def blame(
     at least one named one is wrong compiled alone, and a compile offered every other choice but none of the
     named ones is right on the same inputs. The names returned include any unnamed candidate confirmed wrong,
     so the entry (which explains only its own names) then does not explain the case, as on the losing path.
-    Anything less blames nothing, and the case fails as before."""
-    wrong = [r for r in seen if r.wrong]
+    Where autotuning judged none wrong because none could be checked, the named candidates left unchecked are the
+    suspects instead, fastest benchmark first (the likeliest winner): on the H100 every candidate of a wrong M = 1
+    `linear` went unchecked, and its winner could not be put on the entry's templates. Anything less blames
+    nothing, and the case fails as before."""
+    wrong = [r for r in seen if r.wrong] or _unchecked_suspects(seen, patterns)
     if not any(_named(r.name, patterns) for r in wrong):
         return (), []
     tried = run(session, example, backend, target, flat, weights, reference, wrong)
@@ -208,6 +211,11 @@ def blame(
     lines.append(f"blamed:    compiled without {', '.join(patterns)}: right on the case's inputs, max|err|/tol "
                  f"{ratio:.3g}; so the wrong winner was one of them")  # fmt: skip
     return tuple(c.candidate.name for c in confirmed), lines
+
+
+def _unchecked_suspects(seen: Sequence[CandidateResult], patterns: Sequence[str]) -> list[CandidateResult]:
+    named = [r for r in seen if not r.checked and _named(r.name, patterns)]
+    return sorted(named, key=lambda r: (r.timing_ms is None, r.timing_ms or 0.0))
 
 
 def _named(name: str, patterns: Sequence[str]) -> bool:
