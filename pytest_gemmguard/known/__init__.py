@@ -237,9 +237,11 @@ class KnownTracker:
         """Entries whose cases ran here and never failed: their bug did not show."""
         return [e for e in self.entries if self.passes[e.id] and not self.failures[e.id]]
 
-    def finish(self, strict: bool) -> None:
+    def finish(self, strict: bool, noted: set[str] | None = None) -> None:
         """After a test's examples: an XPASS warns, or fails under --gemm-known-strict (KnownFailureFixed);
-        failures the entries explained end the test as xfail, with their links."""
+        failures the entries explained end the test as xfail, with their links. `noted`: the session's entry ids
+        already warned about or seen failing (updated here): an entry warns once a session, and not at all once
+        it explained a failure (another test's xfail says the bug still shows)."""
         import warnings
 
         import pytest
@@ -249,7 +251,11 @@ class KnownTracker:
         if self.xpassed():
             if strict:
                 raise KnownFailureFixed(f"{self.xpass_reason()} (--gemm-known-strict)")
-            warnings.warn(self.xpass_reason(), KnownFailureXPass, stacklevel=3)
+            fresh = [e for e in self.xpassed() if noted is None or e.id not in noted]
+            if fresh:
+                warnings.warn(self.xpass_reason(fresh), KnownFailureXPass, stacklevel=3)
+        if noted is not None:
+            noted.update(e.id for e in (*self.xpassed(), *self.xfailed()))
         if self.xfailed():
             pytest.xfail(self.xfail_reason())
 
@@ -261,11 +267,12 @@ class KnownTracker:
         ]
         return "gemmguard known failure " + "; ".join(parts)
 
-    def xpass_reason(self) -> str:
-        parts = [f"{e.id} ({self.passes[e.id]} matching example(s) passed; {e.link})" for e in self.xpassed()]
-        places = sorted({e.origin for e in self.xpassed() if not e.shipped})
+    def xpass_reason(self, entries: Sequence[Entry] | None = None) -> str:
+        entries = self.xpassed() if entries is None else entries
+        parts = [f"{e.id} ({self.passes[e.id]} matching example(s) passed; {e.link})" for e in entries]
+        places = sorted({e.origin for e in entries if not e.shipped})
         fixes = [f"remove or narrow it in {', '.join(places)}"] if places else []
-        if any(e.shipped for e in self.xpassed()):
+        if any(e.shipped for e in entries):
             fixes.append(
                 "a shipped entry: if the bug is fixed on these versions, give the entry an upper version bound "
                 "(override it by id in your known-failures file) and tell gemmguard's maintainers"

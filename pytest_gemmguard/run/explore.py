@@ -250,7 +250,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     if tracker is not None:
         if tracker.xpassed():
             session.tally.of(backend).xpassed += len(tracker.xpassed())
-        tracker.finish(session.known_strict)
+        tracker.finish(session.known_strict, session.known_noted)
     if judge.xfail_reason():
         import pytest
 

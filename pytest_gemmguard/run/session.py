@@ -40,6 +40,8 @@ class GemmSession:
         self.tally = Tally()
         self.known = known  # known.KnownFailures, or None without a known-failures file
         self.known_strict = known_strict
+        # Known entries this session already warned about as XPASS, or saw explain a failure (known/KnownTracker).
+        self.known_noted: set[str] = set()
         self.base: Any = None  # verdicts.Record of the base: failures it has too are pre-existing (known/verdicts.py)
         self.record: Any = None  # verdicts.Record this run writes (--gemm-verdicts), or None
         self.pool: Any = None  # ahead.pool.AheadPool, started by the first test that uses it
