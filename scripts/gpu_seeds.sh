@@ -6,7 +6,7 @@
 #   bash scripts/gpu_seeds.sh "aten:101 102 103" "triton:201 202"      # BACKEND:SEEDS ...
 #
 # Logs go to $OUT (or ./gpu-seeds-out). RUN_S bounds each run (default 300 s); STOP_AT (epoch seconds) stops
-# starting new runs after that time, so a device call's time limit is never hit mid-run.
+# starting new runs after that time and cuts a running one there, so a device call's time limit is never hit.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$PWD/gpu-seeds-out}
@@ -23,7 +23,9 @@ for spec in "$@"; do
     if [ -n "${STOP_AT:-}" ] && [ "$(date +%s)" -ge "$STOP_AT" ]; then rows+=("$backend $seed not-run (time)"); continue; fi
     log="$out/$backend-seed$seed.txt"
     start=$(date +%s)
-    (cd "$project" && PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" timeout -k 5 "${RUN_S:-300}" \
+    limit=${RUN_S:-300}  # and never past STOP_AT: a run started late is cut there, not at the device's own limit
+    if [ -n "${STOP_AT:-}" ] && [ $((STOP_AT - start)) -lt "$limit" ]; then limit=$((STOP_AT - start)); fi
+    (cd "$project" && PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" timeout -k 5 "$limit" \
       python3 -m pytest "${plugins[@]}" -p no:cacheprovider -rfExX test_user_gemms.py \
       --gemm-backends="$backend" --gemm-seed="$seed") > "$log" 2>&1
     rc=$?
