@@ -148,7 +148,7 @@ class GemmMismatch(GemmguardError, AssertionError):
     failure is confirmed to come from, where it is (a known entry may name them): for a wrong winner, the
     ones blamed by confirm.blame; empty when nothing is blamed. `kind`: what a known-failures entry must name to
     explain it ("wrong-result"; "wrong-with-fewer-threads" where the result was right until OpenMP gave the kernel
-    fewer threads, run/check.py)."""
+    fewer threads, crosscheck/threads.py)."""
 
     def __init__(self, message: str, candidates: tuple[str, ...] = (), kind: str = "wrong-result") -> None:
         super().__init__(message)

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 # A shared library's file name: libgomp.so.1, libgomp-a34b3233.so.1 (torch's bundled copy), libiomp5.so, libomp.so.
-_RUNTIME = re.compile(r"/lib(?:g|i|)omp[^/]*\.so[^/]*$")
-_MAPS = "/proc/self/maps"
+RUNTIME_FILE = re.compile(r"/lib(?:g|i|)omp[^/]*\.so[^/]*$")
+MAPS = "/proc/self/maps"
 
 
-def runtime_paths(maps: str = _MAPS) -> list[str]:
+def runtime_paths(maps: str = MAPS) -> list[str]:
     """The OpenMP runtimes mapped into this process (Linux: read from /proc/self/maps); [] where none is, or
     where the system has no /proc."""
     try:
@@ -26,8 +26,8 @@ def runtime_paths(maps: str = _MAPS) -> list[str]:
             lines = f.read().splitlines()
     except OSError:
         return []
-    found = {parts[-1] for parts in (line.split() for line in lines) if len(parts) >= 6 and _RUNTIME.search(parts[-1])}
-    return sorted(found)
+    paths = (parts[-1] for parts in (line.split() for line in lines) if len(parts) >= 6)
+    return sorted({path for path in paths if RUNTIME_FILE.search(path)})
 
 
 def _runtimes() -> list[ctypes.CDLL]:
@@ -69,7 +69,7 @@ def check() -> None:
     torch.ones(1).add_(1)  # the runtime is mapped once torch is imported; make sure of it
     libs = _runtimes()
     if not libs:
-        raise RuntimeError(f"no OpenMP runtime found in {_MAPS} although torch {torch.__version__} uses OpenMP")
+        raise RuntimeError(f"no OpenMP runtime found in {MAPS} although torch {torch.__version__} uses OpenMP")
     before = [lib.omp_get_max_active_levels() for lib in libs]
     with one_thread_teams():
         inside = [lib.omp_get_max_active_levels() for lib in libs]

@@ -51,7 +51,7 @@ class Backend:
     # Whether --gemm-backends=auto includes it where it can run (gemmguard's own kernels are named instead).
     in_auto: bool = True
     # Its CPU kernels are code Inductor writes with the thread count fixed at compile time (the CPP template):
-    # --gemm-fewer-threads=auto runs them again with fewer OpenMP threads (run/check.py).
+    # --gemm-fewer-threads=auto runs them again with fewer OpenMP threads (crosscheck/threads.py).
     writes_cpu_kernels: bool = False
 
     def probe(self) -> Probe:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-# "wrong-with-fewer-threads": right as compiled, wrong once OpenMP gave the kernel fewer threads (run/check.py).
+# "wrong-with-fewer-threads": right as compiled, wrong once OpenMP gave the kernel fewer threads
+# (crosscheck/threads.py).
 FEWER_THREADS = "wrong-with-fewer-threads"
 KINDS = ("wrong-result", FEWER_THREADS, "raises", "any")
 FAILURE_KINDS = ("wrong-result", FEWER_THREADS, "raises")  # what a runner reports; "any" exists only in the file

@@ -89,8 +89,8 @@ def _run_source(one_thread_teams: bool) -> tuple[str, str]:
             "import ctypes",
             "import re",
             "",
-            f"_RUNTIME = re.compile({openmp._RUNTIME.pattern!r})",
-            f"_MAPS = {openmp._MAPS!r}",
+            f"RUNTIME_FILE = re.compile({openmp.RUNTIME_FILE.pattern!r})",
+            f"MAPS = {openmp.MAPS!r}",
             "",
             "",
             inspect.getsource(openmp.runtime_paths),
@@ -204,7 +204,7 @@ if index:
 
 def write(directory: str, example, fn, backend, verdict, dynamic: bool, one_thread_teams: bool = False) -> str | None:
     """Write the repro script atomically; returns its path (None if the directory is not writable).
-    `one_thread_teams`: the run it reproduces had every OpenMP parallel region on one thread (run/check.py).
+    `one_thread_teams`: the run it reproduces had every OpenMP parallel region on one thread (crosscheck/threads.py).
 
     The script is compiled before it is written: a repro that is not valid Python is gemmguard's bug, and
     must fail loudly here (every test that writes one then proves the script parses), not in a user's hands."""
