@@ -4,6 +4,11 @@ import pytest
 
 # The CPU suite runs with both real CPU backends; tests that spawn pytest pass their own options.
 os.environ.setdefault("GEMMGUARD_BACKENDS", "aten,cpp")
+# Run as a step of a GitHub Actions job (this repository's CI, or act), the suite must not write to that job's
+# files: the action's install code appends its venv to $GITHUB_PATH, and a test calling it in-process handed its
+# temporary venv to every later step of the job. A test that needs one of these sets its own.
+for _job_file in ("GITHUB_PATH", "GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_STATE", "GITHUB_STEP_SUMMARY"):
+    os.environ.pop(_job_file, None)
 pytest_plugins = ["pytester"]
 
 

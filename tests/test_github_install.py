@@ -111,6 +111,23 @@ def test_the_jobs_venv_borrows_the_pip_it_sees_instead_of_bootstrapping_one(tmp_
     assert str(tmp_path / "venv") not in pip, pip
 
 
+def test_the_suite_run_inside_a_job_leaves_the_jobs_files_alone(tmp_path):
+    """Inside a GitHub Actions job (this repository's CI, or act) the suite once appended a test's temporary venv
+    to the job's $GITHUB_PATH, and the job's later steps ran that venv's python. The suite's conftest takes the
+    job's file variables away from every test."""
+    job_path, summary = tmp_path / "github_path", tmp_path / "step_summary"
+    job_path.write_text("")
+    summary.write_text("")
+    env = {**os.environ, "GITHUB_PATH": str(job_path), "GITHUB_STEP_SUMMARY": str(summary)}
+    test = "tests/test_github_install.py::test_the_jobs_venv_borrows_the_pip_it_sees_instead_of_bootstrapping_one"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", test],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert job_path.read_text() == "" and summary.read_text() == ""
+
+
 @pytest.mark.slow
 def test_the_install_puts_the_actions_version_in_a_venv_of_its_own_and_leaves_its_tree_clean(tmp_path):
     """For real, as on a runner: the job's python (a venv that sees torch through a path line, as the act tests'
