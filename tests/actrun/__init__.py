@@ -215,6 +215,11 @@ def run_act(
     home.mkdir(exist_ok=True)
     outer = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_", "ACT", "INPUT_"))}
     outer.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PIP_CACHE_DIR=str(home / "pip-cache"))
+    # The new home hides this machine's own pip configuration (its package mirrors): a job that runs the test suite
+    # (ci.yml's CPU job) installs packages in its tests, as a GitHub runner does from the network.
+    user_pip = Path.home() / ".config" / "pip" / "pip.conf"
+    if "PIP_CONFIG_FILE" not in outer and user_pip.is_file():
+        outer["PIP_CONFIG_FILE"] = str(user_pip)
     if venv is not None:  # a self-hosted runner's steps run the machine's python: here, the venv's
         outer["PATH"] = f"{venv / 'bin'}{os.pathsep}{outer.get('PATH', '')}"
     proc = subprocess.run(command, cwd=repo, capture_output=True, text=True, env=outer, timeout=timeout)
