@@ -441,7 +441,7 @@ def test_the_shipped_onednn_entry_explains_atens_half_gemm_with_fewer_threads_an
         *args, "--gemm-fewer-threads=all", "--gemm-known-shipped=off", "--gemm-verdicts=run.json"
     )
     bare.assert_outcomes(failed=1)
-    assert "wrong with one a parallel region" in bare.stdout.str()
+    assert "wrong with one thread per parallel region" in bare.stdout.str()
     # The record keeps the kind, and an entry proposed from it names it.
     proposed = subprocess.run(
         [sys.executable, "-m", "pytest_gemmguard", "propose", str(pytester.path / "run.json")],

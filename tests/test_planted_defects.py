@@ -287,7 +287,7 @@ def test_a_kernel_wrong_with_fewer_threads_is_found_by_the_default_space_on_the_
         pytest.skip("one thread: every OpenMP team has one thread already")  # CI's machines have two cores
     out = _default_space_finds(pytester, THREAD_COUNT, "wrong-with-fewer-threads", clean="cpp")
     usual = torch.get_num_threads()
-    assert f"right with {usual} OpenMP threads, wrong with one a parallel region" in out, out
+    assert f"right with {usual} OpenMP threads, wrong with one thread per parallel region" in out, out
     _replay_fails_again(pytester, out, "wrong-with-fewer-threads")
 
 

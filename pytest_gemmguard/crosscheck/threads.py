@@ -38,7 +38,7 @@ def judge_with_one_thread_teams(
     args: tuple,
     judged: tuple,
 ) -> None:
-    """After a right result on the CPU: the compiled code again on `args` with one thread an OpenMP team, into
+    """After a right result on the CPU: the compiled code again on `args` with one thread per OpenMP team, into
     NaN-poisoned memory, judged by `judged` (expected, bound, dtype: the check's reference). Which backends, by
     --gemm-fewer-threads; a wrong result raises GemmMismatch of kind wrong-with-fewer-threads."""
     usual = torch.get_num_threads()
@@ -60,5 +60,6 @@ def judge_with_one_thread_teams(
     session.tally.of(example.backend).failed += 1
     dynamic = session.compiler.dynamic
     path = repro.write(session.options.repro_dir, example, fn, backend, verdict, dynamic, one_thread_teams=True)
-    flags = f"{describe(example.case.dtype)}; right with {usual} OpenMP threads, wrong with one a parallel region"
+    threads = f"right with {usual} OpenMP threads, wrong with one thread per parallel region"
+    flags = f"{describe(example.case.dtype)}; {threads}"
     raise GemmMismatch(failure_report(example, verdict, record, path, backend.name, flags), kind=FEWER_THREADS)

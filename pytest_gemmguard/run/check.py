@@ -1,6 +1,6 @@
 """One check of one case on one backend, in stages: the reference (the float64 result and the bound a correct one
 keeps to: the case's own, or the test's function's), what the compile-ahead worker learnt, the compile and run
-through the backend with provenance, the winner judged (on the CPU also with one thread an OpenMP team), then the
+through the backend with provenance, the winner judged (on the CPU also with one thread per OpenMP team), then the
 autotune candidates judged.
 
 The backend never judges and the oracle never compiles: this module only sequences them, and decides

@@ -34,8 +34,8 @@ class Example:
     # Autotune candidates this example's checks judged right: a known entry that names a template counts a pass
     # as "its bug did not show" only where one of them ran (known/, XPASS).
     judged_right: tuple[str, ...] = ()
-    # Every check ran the compiled code again with one thread an OpenMP team and it was right (crosscheck/threads.py): a
-    # known entry of kind wrong-with-fewer-threads counts a pass only then.
+    # Every check ran the compiled code again with one thread per OpenMP team and it was right
+    # (crosscheck/threads.py): a known entry of kind wrong-with-fewer-threads counts a pass only then.
     fewer_threads_judged: bool = False
     _inputs: CaseInputs | None = field(default=None, repr=False)
 

@@ -26,7 +26,7 @@ class Options:
     # The run's backends: a failure's inputs go through the others that can run here (crosscheck/differential.py).
     differential: tuple[str, ...] = ()
     memory_limit: str | int = "auto"  # --gemm-memory-limit: 'auto' (what is free), 'off', or bytes (cases/memory.py)
-    # --gemm-fewer-threads: which CPU backends' compiled code runs again with one thread an OpenMP team
+    # --gemm-fewer-threads: which CPU backends' compiled code runs again with one thread per OpenMP team
     # (crosscheck/threads.py)
     fewer_threads: str = "auto"
 
