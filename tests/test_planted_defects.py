@@ -235,7 +235,7 @@ def test_a_defect_of_aliased_operands_is_found_by_the_default_space_and_the_clea
 # Right only when OpenMP gives its parallel regions every thread (issue 40, the CPU's environment; pytorch#168965: a
 # CPP GEMM kernel built for N threads skipped tiles when another library left it fewer): after each GEMM a step of
 # the planted kernel zeroes the rows a missing thread would have written. It reads OpenMP's own state, not
-# gemmguard's. The default space finds it only because the CPU check runs the compiled code again with one thread a
+# gemmguard's. The default space finds it only because the CPU check runs the compiled code again with one thread per
 # parallel region.
 _SKIPPED_TILES = """
 def _teams_of_one():
