@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .verdicts import PASS, Record
+from .entries import FAILURE_KINDS
+from .verdicts import FAILURES, PASS, Record
 
 # The package whose release a backend's bugs move with, beside torch.
 BACKEND_PACKAGES = {"triton": "triton", "cutlass": "nvidia-cutlass", "cutedsl": "nvidia-cutlass-dsl"}
@@ -59,9 +60,9 @@ def propose(records: Iterable[Record]) -> list[str]:
             if row["outcome"] == PASS:
                 right.setdefault((row["backend"], case["op"]), []).append(row["case"])
                 continue
-            if row["outcome"] not in ("wrong-result", "wrong-with-fewer-threads", "raises", "pre-existing"):
+            if row["outcome"] not in FAILURES:
                 continue  # a known failure already has its entry; unsupported is no failure
-            kind = row["outcome"] if row["outcome"] in ("raises", "wrong-with-fewer-threads") else "wrong-result"
+            kind = row["outcome"] if row["outcome"] in FAILURE_KINDS else "wrong-result"  # pre-existing: a wrong result
             group = groups.setdefault((row["backend"], kind, case["op"]), {"cases": [], "texts": [], "facts": {}})
             group["cases"].append(case)
             group["texts"].append(row["case"])

@@ -31,12 +31,13 @@ from typing import Any
 
 from .. import files
 from ..errors import BaseFixed, CoverageLost, GemmUsageError
+from .entries import FAILURE_KINDS
 
 FORMAT = 1
 KEY = "gemmguard_verdicts"
 PASS = "verified"
 UNSUPPORTED = "unsupported"
-FAILURES = ("wrong-result", "wrong-with-fewer-threads", "raises", "pre-existing")  # and every "known:<id>"
+FAILURES = (*FAILURE_KINDS, "pre-existing")  # and every "known:<id>"
 PACKAGES = ("torch", "triton", "pytest-gemmguard", "hypothesis", "nvidia-cutlass", "nvidia-cutlass-dsl")
 _RANK = {UNSUPPORTED: 0, PASS: 1}  # the worst outcome of a case seen twice (a shrink step, a rerun) is kept
 

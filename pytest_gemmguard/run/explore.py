@@ -115,14 +115,14 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             hypothesis.event(f"unsupported: {exc.reason}")
             verdict = "unsupported"
         except GemmMismatch as exc:
-            verdict = known(example, getattr(exc, "kind", "wrong-result"), exc, getattr(exc, "candidates", ()))
+            verdict = known(example, exc.kind, exc, exc.candidates)
             if verdict is None:
                 took = time.perf_counter() - started
                 # The report's first line at once: a run cut short (a CI time limit) still says what failed.
                 what = headline(exc, 240)
                 head = f"[{backend}] {step}/{total} {case.describe()}"
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
-                note(case, getattr(exc, "kind", "wrong-result"))
+                note(case, exc.kind)
                 if not judge.keeps_going:
                     raise
                 judge.keep(exc, case.describe())  # the record covers the whole draw: on to the next example
