@@ -115,16 +115,31 @@ def make_venv(path: Path, with_checkout: bool = False) -> Path:
     the environment's own .pth files, its editable gemmguard among them, are not run) so the job's real
     `pip install torch==2.13.0 -e '.[dev]'` finds torch installed and downloads nothing. `with_checkout` also
     puts this checkout on the path: pytest-gemmguard as another project has it installed (the jobs of this
-    repository's own workflow install their workspace's copy instead, and must not see this one)."""
-    if not (path / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    repository's own workflow install their workspace's copy instead, and must not see this one).
+
+    It must behave like a runner's own Python when a job makes venvs of its own from it (the install step,
+    tests that build a user's venv), so two things a plain venv would get wrong are avoided. Every site
+    directory this Python sees goes into the path line, not only its own: made inside an act job, whose Python is
+    itself one of these venvs, a path line to that venv's site alone would lose the packages it sees (pytest,
+    torch). And the venv gets no pip or setuptools of its own (`--without-pip`): ensurepip's old setuptools
+    would shadow the environment's newer one; `pip` is a shim running the borrowed pip with this venv's python,
+    so it installs here and nowhere else."""
+    python = path / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+        for name in ("pip", "pip3"):
+            shim = path / "bin" / name
+            shim.write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pip "$@"\n')
+            shim.chmod(0o755)
     venv_site = subprocess.run(
-        [str(path / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    seen = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *seen])
+    outer.pop(venv_site, None)
     if with_checkout:
         outer = {str(REPO): None, **outer}
     Path(venv_site, "gemmguard-act-outer.pth").write_text("".join(f"{p}\n" for p in outer))
