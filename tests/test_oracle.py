@@ -260,3 +260,30 @@ def test_a_kernel_storing_the_product_before_its_bias_passes_the_case_s_bound(op
         assert oracle.judge(out, expected, tol, DTYPES[dtype]).max_ratio < 1
     eager = case_function(case.op, case.epilogue, case.dtype)(*inputs.flat)
     assert oracle.judge(eager, expected, tol, DTYPES[dtype]).max_ratio < 0.5
+
+
+def test_special_values_are_held_to_the_same_special_and_a_leaked_nan_is_not_called_unwritten():
+    """Where the operands hold NaN or inf the reference has them along a row and a column: a kernel that keeps them
+    passes, one that turns them into finite numbers fails, and a NaN that leaked into a clean element fails as
+    non-finite (it may have come from an operand), not as an element never written."""
+    case_reference, judge = oracle.case_reference, oracle.judge
+    case = GemmCase("mm", 6, 7, 9, seed=2, values="nan")
+    inputs = build_inputs(case, "cpu")
+    expected, tol = case_reference(case, inputs)
+    right = inputs.args[0] @ inputs.args[1]
+    assert judge(right, expected, tol, torch.float32).ok
+    dropped = right.nan_to_num(0.0)
+    verdict = judge(dropped, expected, tol, torch.float32)
+    assert not verdict.ok and verdict.mismatch.kind == "values"
+    leaked = right.clone()
+    clean = torch.isfinite(expected).nonzero()[0]
+    leaked[tuple(clean)] = float("nan")
+    verdict = judge(leaked, expected, tol, torch.float32)
+    assert not verdict.ok and verdict.mismatch.kind == "nonfinite" and verdict.mismatch.index == tuple(clean.tolist())
+    inf_case = GemmCase("mm", 6, 7, 9, seed=2, values="inf")
+    inputs = build_inputs(inf_case, "cpu")
+    expected, tol = case_reference(inf_case, inputs)
+    right = inputs.args[0] @ inputs.args[1]
+    assert judge(right, expected, tol, torch.float32).ok
+    flipped = torch.where(torch.isinf(right), torch.full_like(right, float("nan")), right)  # inf x finite -> NaN
+    assert not judge(flipped, expected, tol, torch.float32).ok

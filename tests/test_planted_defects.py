@@ -325,3 +325,61 @@ def test_a_defect_of_a_prime_k_far_above_m_and_n_is_found_by_the_default_space(p
     out = _default_space_finds(pytester, PRIME_K, "wrong-prime-k")
     (m, n, k) = map(int, re.search(r"GemmCase\(op='\w+', m=(\d+), n=(\d+), k=(\d+)", out).groups())
     assert k > 8 * max(m, n) and all(k % d for d in range(2, int(k**0.5) + 1)), (m, n, k)
+
+
+# NaN and inf in the operands (issue 40, special values): a kernel that clears them, as one that treats a NaN as 0 or
+# clamps an overflow would, gives finite numbers where float64 says NaN or inf. The plant turns every non-finite
+# element of a GEMM's result into 0 (x - x is NaN there, and NaN equals nothing): ordinary numbers pass untouched,
+# so only a case whose operands hold NaN or inf can see it.
+DROPPED_SPECIALS = plants.planted_backend(
+    "drops-specials",
+    plants.graph_pass(
+        "DropSpecials",
+        """
+        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+                 torch.ops.aten.baddbmm.default)
+        for node in list(graph.nodes):
+            if node.target in gemms:
+                with graph.inserting_after(node):
+                    zero = graph.call_function(torch.ops.aten.sub.Tensor, (node, node))
+                with graph.inserting_after(zero):
+                    finite = graph.call_function(torch.ops.aten.eq.Tensor, (zero, zero))
+                with graph.inserting_after(finite):
+                    cleared = graph.call_function(torch.ops.aten.where.ScalarOther, (finite, node, 0.0))
+                node.replace_all_uses_with(cleared)
+                zero.args, cleared.args = (node, node), (finite, node, 0.0)
+        """,
+    ),
+)
+
+
+def test_nan_and_inf_a_kernel_drops_are_found_by_the_default_space_and_the_clean_backend_stays_quiet(pytester):
+    out = _default_space_finds(pytester, DROPPED_SPECIALS, "drops-specials")
+    (failing,) = re.findall(r"GemmCase\((op='\w+'.*?)\)\n", out)
+    assert re.search(r"values='(nan|inf)'", failing), failing
+    assert re.search(r"values=(nan|inf)", out)  # the report's case line names what the operands held
+    # The replay line plants the same NaN or inf again.
+    _replay_fails_again(pytester, out, "drops-specials")
+
+
+@pytest.mark.parametrize("values", ["nan", "inf"])
+def test_the_repro_script_plants_the_special_values_and_holds_a_special_element_to_the_same_special(pytester, values):
+    """The standalone script rebuilds the case's NaN or inf, and where the failing element's reference is special it
+    asks for that special exactly: on clean aten the element named is right, so the script exits 0 (fixed)."""
+    import torch
+
+    from pytest_gemmguard import backends, oracle
+    from pytest_gemmguard.cases.case import build_inputs
+    from pytest_gemmguard.report import repro
+    from pytest_gemmguard.run.example import Example
+
+    case = GemmCase("mm", 6, 7, 9, dtype="float32", seed=3, values=values)
+    expected, _ = oracle.case_reference(case, build_inputs(case, "cpu"))
+    special = tuple(int(i) for i in (~torch.isfinite(expected)).nonzero()[0])
+    wrong = oracle.Verdict(False, float("inf"), 1.0, oracle.Mismatch("values", special, 0.0, 0.0, 0.0, 1e-30, 1, 42))
+    example = Example(case, "aten", test_id="t.py::test_x[aten]")
+    path = repro.write(str(pytester.path / "out"), example, None, backends.get("aten"), wrong, dynamic=False)
+    proc = subprocess.run([sys.executable, "-I", path], capture_output=True, text=True, timeout=300)
+    assert "max |error|:" in proc.stdout, proc.stderr
+    assert f"'values': '{values}'" in open(path).read() and "plant_values(" in open(path).read()
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # aten keeps the special: the element is right

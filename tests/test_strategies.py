@@ -4,7 +4,7 @@ import pytest
 import torch
 from hypothesis import find, given, settings
 
-from pytest_gemmguard.cases.case import LAYOUTS, GemmCase, build_inputs
+from pytest_gemmguard.cases.case import LAYOUTS, VALUES, GemmCase, build_inputs, takes_values
 from pytest_gemmguard.cases.ops import OPS, STEPS, default_dtypes, op_takes
 from pytest_gemmguard.cases.space import CaseSpace
 from pytest_gemmguard.cases.strategies import PRIMES, cases_in, every_case, gemm_cases, regime_tour
@@ -15,7 +15,7 @@ def _regimes(cases):
     seen = set()
     for c in cases:
         dims = (c.m, c.n, c.k)
-        seen |= {f"op:{c.op}", f"dtype:{c.dtype}", f"layout:{c.layout}"}
+        seen |= {f"op:{c.op}", f"dtype:{c.dtype}", f"layout:{c.layout}", f"values:{c.values}"}
         seen |= {f"step:{s}" for s in c.steps}
         if c.m == 1:
             seen.add("M=1")
@@ -33,7 +33,7 @@ def _regimes(cases):
 def every_regime(device="cpu"):
     return (
         {f"op:{o}" for o in OPS} | {f"dtype:{d}" for d in default_dtypes(device)}
-        | {f"layout:{lay}" for lay in LAYOUTS} | {f"step:{s}" for s in STEPS}
+        | {f"layout:{lay}" for lay in LAYOUTS} | {f"step:{s}" for s in STEPS} | {f"values:{v}" for v in VALUES}
         | {"M=1", "prime", "not-multiple-of-8", "power-of-two+1", "batch>2"}
     )  # fmt: skip
 
@@ -226,3 +226,54 @@ def test_the_tour_never_repeats_a_case(device, narrowed):
              if op_takes(o, d, lay)]  # fmt: skip
     # Every dtype and layout some op of the space takes (`broadcast` needs a batched op).
     assert {c.dtype for c in tour} == {d for d, _ in takes} and {c.layout for c in tour} == {lay for _, lay in takes}
+
+
+@pytest.mark.parametrize(("op", "batch", "layout"), [("mm", 0, "contiguous"), ("linear", 0, "transposed_b"),
+                                                     ("bmm", 3, "broadcast"), ("baddbmm", 2, "aliased"),
+                                                     ("addmm", 0, "offset")])  # fmt: skip
+@pytest.mark.parametrize("values", ["nan", "inf"])
+def test_special_values_leave_a_clean_row_and_column_and_the_reference_has_them(op, batch, layout, values):
+    """NaN (or +inf and -inf) in A and B: the float64 reference holds them along one row and one column (per batch
+    element hit), every other element stays finite, and the same case always plants them at the same places."""
+    from pytest_gemmguard import oracle
+
+    case = GemmCase(op, 6, 6, 9, batch, dtype="bfloat16", layout=layout, epilogue="relu", seed=5, values=values)
+    expected, _ = oracle.case_reference(case, build_inputs(case, "cpu"))
+    special = ~torch.isfinite(expected)
+    assert special.any() and not special.all()
+    # Within one row and one column of each batch element: the rest, (M - 1) x (N - 1) at least, is finite.
+    assert bool(((~special).sum((-2, -1)) >= 5 * 5).all()), special
+    again, _ = oracle.case_reference(case, build_inputs(case, "cpu"))
+    assert torch.equal(special, ~torch.isfinite(again))
+    if values == "inf":
+        assert torch.isinf(expected).any()
+    else:
+        assert torch.isnan(expected).any() and not torch.isinf(expected).any()
+    assert "values=" + values in case.describe()
+
+
+def test_special_values_need_a_clean_row_and_column_and_no_scaled_op():
+    assert not takes_values("mm", "nan", 1, 5) and not takes_values("mm", "inf", 5, 1)
+    assert not takes_values("scaled_mm", "nan", 32, 32) and takes_values("scaled_mm", "normal", 32, 32)
+    with pytest.raises(ValueError, match="takes no values=nan"):
+        build_inputs(GemmCase("mm", 1, 5, 7, values="nan"), "cpu")
+
+
+def test_a_quarter_of_the_draws_hold_special_values_and_a_space_can_ask_for_them_alone():
+    seen = []
+
+    @settings(max_examples=300, database=None, deadline=None)
+    @given(cases_in(CaseSpace(), "cpu"))
+    def collect(case):
+        seen.append(case)
+
+    collect()
+    special = [c for c in seen if c.values != "normal"]
+    assert {c.values for c in special} == {"nan", "inf"}
+    assert 0.1 < len(special) / len(seen) < 0.4, len(special) / len(seen)
+    assert all(takes_values(c.op, c.values, c.m, c.n) for c in seen)
+    alone = CaseSpace(values=("nan",))
+    drawn = find(cases_in(alone, "cpu"), lambda c: True)
+    assert drawn.values == "nan" and min(drawn.m, drawn.n) >= 2  # drawn sizes keep a clean row and column
+    assert {c.values for c in regime_tour(alone, "cpu")} == {"nan"}
+    assert not any(OPS[c.op].scaled for c in regime_tour(alone, "cuda"))

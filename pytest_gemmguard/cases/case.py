@@ -39,6 +39,20 @@ LAYOUTS: dict[str, tuple[str, str]] = {
 }
 STORAGE_OFFSET = 3
 
+# What the operands hold besides ordinary numbers. "nan": one NaN in A (so its row of the result is NaN) and one in B
+# (its column); "inf": +inf in A and -inf in B, so the result holds +-inf where float64 says so and NaN where the
+# row meets the column (inf - inf) or the infinity meets an exact zero. The rest of the result stays finite, and the
+# oracle holds every special element to the same special and every other element to its bound: a kernel that drops a
+# NaN (treats it as 0), leaks one into clean rows (a vendor bf16 bmm once did) or turns inf times a finite number into
+# NaN (pytorch#171034) fails. Not for the scaled ops (float8 e4m3fn has no inf) and only where M, N >= 2, so at least
+# one row and one column stay clean (`takes_values`). "normal" is first: Hypothesis shrinks toward it.
+VALUES = ("normal", "nan", "inf")
+
+
+def takes_values(op: str, values: str, m: int, n: int) -> bool:
+    """Whether a case of `op` at (M, N) can hold `values` (see VALUES)."""
+    return values == "normal" or (not OPS[op].scaled and m >= 2 and n >= 2)
+
 
 def aliasable(layout: str, m: int, n: int) -> bool:
     """Whether a case of (M, N) can take `layout`: an aliased B is A transposed, so it needs N = M."""
@@ -58,6 +72,7 @@ class GemmCase:
     layout: str = "contiguous"
     epilogue: str = "none"
     seed: int = 0
+    values: str = "normal"  # VALUES: NaN or inf planted in A and B (last, so positional construction stays as it was)
 
     @property
     def steps(self) -> tuple[str, ...]:
@@ -73,7 +88,8 @@ class GemmCase:
 
     def describe(self) -> str:
         dims = "×".join(str(d) for d in self.shape)
-        return f"{self.op} {dims} {self.dtype} {self.layout} epilogue={self.epilogue}"
+        text = f"{self.op} {dims} {self.dtype} {self.layout} epilogue={self.epilogue}"
+        return text if self.values == "normal" else f"{text} values={self.values}"
 
 
 # ---------------------------------------------------------------- inputs
@@ -170,14 +186,37 @@ def alias_operands(roles: list[str], tensors: list) -> list:
     return [made[r] for r in roles]
 
 
+def plant_values(roles: list[str], tensors: list, values: str, seed: int) -> list:
+    """NaN or inf written into A and B where a case holds `values` (VALUES), in place, at places drawn from `seed`:
+    A's at one row and depth, B's at one column and depth (B's own only where B is not A's storage: an aliased B
+    already shows A's). A row or column past the first tile is as likely as the first."""
+    if values == "normal":
+        return tensors
+    made = dict(zip(roles, tensors, strict=True))
+    a, b = made["a"], made.get("b", made.get("w"))
+    gen = torch.Generator().manual_seed(seed ^ 0x5EC1A1)
+
+    def pick(size: int) -> int:
+        return int(torch.randint(size, (), generator=gen))
+
+    lead = tuple(pick(d) for d in a.shape[:-2])
+    a[(*lead, pick(a.shape[-2]), pick(a.shape[-1]))] = float("nan") if values == "nan" else float("inf")
+    if b.untyped_storage().data_ptr() != a.untyped_storage().data_ptr():
+        lead = tuple(pick(d) for d in b.shape[:-2])
+        b[(*lead, pick(b.shape[-2]), pick(b.shape[-1]))] = float("nan") if values == "nan" else float("-inf")
+    return tensors
+
+
 def build_inputs(case: GemmCase, device: str) -> CaseInputs:
     if not aliasable(case.layout, case.m, case.n):
         raise ValueError(f"{case.describe()}: an aliased B is A transposed, so N must equal M")
+    if case.values not in VALUES or not takes_values(case.op, case.values, case.m, case.n):
+        raise ValueError(f"{case.describe()}: {case.op} at M={case.m}, N={case.n} takes no values={case.values}")
     specs, dtypes = operand_specs(case), role_dtypes(case)
     args, extras = input_roles(case)
     roles = [*args, *extras]
     made = [_make(*specs[r], dtypes[r], _operand_seed(case.seed, r, specs[r][0], dtypes[r]), device) for r in roles]
-    made = alias_operands(roles, made)
+    made = plant_values(roles, alias_operands(roles, made), case.values, case.seed)
     return CaseInputs(tuple(made[: len(args)]), dict(zip(extras, made[len(args) :], strict=True)))
 
 

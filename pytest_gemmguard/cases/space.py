@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GemmUsageError
-from .case import LAYOUTS, GemmCase, aliasable
+from .case import LAYOUTS, VALUES, GemmCase, aliasable
 from .ops import DTYPES, OPS, chain_name, op_takes, parse_chain, shape_fits
 
 
@@ -22,6 +22,7 @@ class CaseSpace:
     layouts: tuple[str, ...] | None = None
     shapes: tuple[tuple[int, ...], ...] | None = None
     max_examples: int | None = None
+    values: tuple[str, ...] | None = None  # cases.case.VALUES: ordinary numbers, NaN, inf
     # Explicit cases (`harvested=`): run exactly these, in order, instead of drawing any.
     cases: tuple[GemmCase, ...] | None = None
 
@@ -33,6 +34,8 @@ def valid_ops(space: CaseSpace, dtypes: Sequence[str] | None = None) -> list[str
     layouts = space.layouts or LAYOUTS
     out = []
     for op in space.ops or OPS:
+        if space.values and "normal" not in space.values and OPS[op].scaled:
+            continue  # float8 has no inf, and the scaled ops are kept to ordinary numbers
         takes = [lay for lay in layouts if any(op_takes(op, d, lay) for d in dtypes)]
         if not takes:
             continue
@@ -44,7 +47,7 @@ def valid_ops(space: CaseSpace, dtypes: Sequence[str] | None = None) -> list[str
     return out
 
 
-CASE_ARGS = ("ops", "dtypes", "epilogues", "layouts", "shapes", "max_examples", "harvested", "around")
+CASE_ARGS = ("ops", "dtypes", "epilogues", "layouts", "shapes", "values", "max_examples", "harvested", "around")
 
 
 def _listed(where: str, arg: str, value: Any, if_empty: str) -> list | None:
@@ -138,7 +141,15 @@ def case_space(where: str = "@gemm_case", *, singular: bool = False, **kwargs: A
         layouts=_names(where, arg("layouts"), kwargs.get("layouts"), list(LAYOUTS)),
         shapes=_shapes(where, kwargs.get("shapes"), ops, arg("shapes")),
         max_examples=max_examples,
+        values=_names(where, "values", kwargs.get("values"), list(VALUES)),
     )
+    if space.values and "normal" not in space.values:
+        for shape in space.shapes or ():
+            if min(shape[-3], shape[-2]) < 2:
+                raise GemmUsageError(
+                    f"{where}({arg('shapes')}=...): {shape!r} cannot hold values={list(space.values)}: NaN and inf "
+                    "need M and N >= 2, so one row and one column stay clean (add 'normal' or a larger shape)"
+                )
     for shape in space.shapes or ():
         if space.layouts and not any(aliasable(lay, shape[-3], shape[-2]) for lay in space.layouts):
             raise GemmUsageError(

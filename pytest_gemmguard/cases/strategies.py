@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from hypothesis import strategies as st
 
-from .case import LAYOUTS, GemmCase, aliasable
+from .case import LAYOUTS, VALUES, GemmCase, aliasable, takes_values
 from .ops import OPS, STEPS, chain_name, default_dtypes, op_takes, shape_fits
 from .space import CaseSpace, case_space, valid_ops
 
@@ -72,6 +72,7 @@ def gemm_cases(
     epilogues: list[str] | None = None,
     layouts: list[str] | None = None,
     shapes: list[tuple[int, ...]] | None = None,
+    values: list[str] | None = None,
     seed: int = 0,
 ) -> st.SearchStrategy[GemmCase]:
     """GemmCases for `device`, narrowed like `@gemm_case` (lists of names; None means all; a bad name is
@@ -79,7 +80,9 @@ def gemm_cases(
 
     Only cases valid by the op's own contract are drawn: float8 goes with the scaled ops (B column-
     major, N and K multiples of 16); tf32 only where the device has it, unless asked for by name."""
-    space = case_space("gemm_cases", ops=ops, dtypes=dtypes, epilogues=epilogues, layouts=layouts, shapes=shapes)
+    space = case_space(
+        "gemm_cases", ops=ops, dtypes=dtypes, epilogues=epilogues, layouts=layouts, shapes=shapes, values=values
+    )
     return cases_in(space, device, seed)
 
 
@@ -90,6 +93,7 @@ def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[
     dtypes_ = list(space.dtypes or default_dtypes(device))
     ops_ = valid_ops(space, dtypes_)
     layouts_ = list(space.layouts or LAYOUTS)
+    values_ = list(space.values or VALUES)
     epilogue_st = st.sampled_from(list(epilogues)) if epilogues else epilogue_chains()
     # Only shapes some op can take (case_space refuses the rest with a usage error).
     usable_shapes = [s for s in shapes or () if any(_listed_fits(o, s, dtypes_, layouts_) for o in ops_)]
@@ -112,12 +116,33 @@ def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[
         allowed = [(d, lay) for d in dtypes_ for lay in layouts_
                    if op_takes(op, d, lay) and (not shapes or aliasable(lay, m, n))]  # fmt: skip
         dtype = data(st.sampled_from(sorted({d for d, _ in allowed}, key=dtypes_.index)))
-        layout = data(st.sampled_from([lay for d, lay in allowed if d == dtype]))
+        kinds = values_ if not OPS[op].scaled else ["normal"]
+        layout, values = data(st.sampled_from(_layouts_and_values([lay for d, lay in allowed if d == dtype], kinds)))
         if not shapes and not aliasable(layout, m, n):
             m = n = max(m, n)
-        return GemmCase(op, m, n, k, batch, dtype, layout, data(epilogue_st), seed)
+        if not takes_values(op, values, m, n):
+            if "normal" in values_ or shapes:  # a listed shape is kept (case_space refused one too small)
+                values = "normal"
+            else:  # NaN or inf asked for alone: one row and one column must stay clean
+                m, n = max(m, 2), max(n, 2)
+        return GemmCase(op, m, n, k, batch, dtype, layout, data(epilogue_st), seed, values)
 
     return draw()
+
+
+# Ordinary numbers, in the default space, are drawn this many times as often as each special kind (VALUES): a
+# quarter of the draws hold NaN or inf, and the rest keep the whole result for the bound.
+NORMAL_WEIGHT = 3
+
+
+def _layouts_and_values(layouts: list[str], values: list[str]) -> list[tuple[str, str]]:
+    """What one draw picks a case's layout and values from: every layout with ordinary numbers first, in the
+    order the layout alone was drawn from before values existed, then the specials. One draw, not two, so that an
+    older replay line's choice still means the same case wherever the layout had a choice (an op that takes no
+    specials, the scaled ones, has the same list as before; a single layout with specials becomes a choice)."""
+    first = values[0]
+    weight = NORMAL_WEIGHT if first == "normal" and len(values) > 1 else 1
+    return [(lay, first) for lay in layouts] * weight + [(lay, v) for v in values[1:] for lay in layouts]
 
 
 def _listed_fits(op: str, shape: tuple[int, ...], dtypes: list[str], layouts: list[str]) -> bool:
@@ -166,6 +191,8 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
     reachable_dtypes, reachable_layouts = {d for d, _ in takes}, {lay for _, lay in takes}
     seen_dtypes: set[str] = set()
     seen_layouts: set[str] = set()
+    values = list(space.values or VALUES)
+    seen_values: set[str] = {"normal"}
     # Listed shapes are visited like dtypes: each row takes the first its op suits that no row took yet (taken
     # by turns, a shape of the second op of two never came: the second op's rows were all odd).
     listed = set(sizes) if space.shapes else set()
@@ -195,7 +222,16 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
         seen_layouts.add(layout)
         if not aliasable(layout, m, n):  # a drawn size: B is A transposed, so M and N meet at the larger
             m = n = max(m, n)
-        case = GemmCase(op, m, n, k, batch, dtype, layout, chains[i % len(chains)], seed)
+        # Each special kind of values once, on the first rows that can hold it; the other rows ordinary numbers, or,
+        # in a space of specials alone, the kinds by turns (drawn sizes then keep a clean row and column).
+        specials_only = "normal" not in values
+        if specials_only and not space.shapes:
+            m, n = max(m, 2), max(n, 2)
+        fresh = [v for v in values if v not in seen_values and takes_values(op, v, m, n)]
+        value = fresh[0] if fresh else values[i % len(values)] if specials_only else "normal"
+        value = value if takes_values(op, value, m, n) else "normal"
+        seen_values.add(value)
+        case = GemmCase(op, m, n, k, batch, dtype, layout, chains[i % len(chains)], seed, value)
         if case not in tour:  # a repeat would spend an example of the budget on a case already checked
             tour.append(case)
     return tour
@@ -211,13 +247,15 @@ def every_case(space: CaseSpace, device: str, seed: int = 0, at_most: int = 0) -
     ops = valid_ops(space, dtypes)
     layouts = list(space.layouts or LAYOUTS)
     combos = [
-        (op, shape, d, lay)
+        (op, shape, d, lay, v)
         for shape in space.shapes
         for op in ops
         if shape_fits(op, shape)
         for d in dtypes
         for lay in layouts
         if op_takes(op, d, lay) and aliasable(lay, shape[-3], shape[-2])
+        for v in space.values or VALUES
+        if takes_values(op, v, shape[-3], shape[-2])
     ]
     longest = CHAIN_STEPS + 1  # epilogue_chains: none, or up to CHAIN_STEPS distinct steps in any order
     chains_n = len(space.epilogues) if space.epilogues else sum(math.perm(len(STEPS), r) for r in range(longest))
@@ -225,9 +263,9 @@ def every_case(space: CaseSpace, device: str, seed: int = 0, at_most: int = 0) -
         return None
     chains = list(space.epilogues or (chain_name(p) for r in range(longest) for p in itertools.permutations(STEPS, r)))
     out = []
-    for op, shape, dtype, layout in combos:
+    for op, shape, dtype, layout, values in combos:
         batch, m, n, k = shape if len(shape) == 4 else (0, *shape)
-        out += [GemmCase(op, m, n, k, batch, dtype, layout, chain, seed) for chain in chains]
+        out += [GemmCase(op, m, n, k, batch, dtype, layout, chain, seed, values) for chain in chains]
     return out
 
 

@@ -19,7 +19,8 @@ SIZE_KEYS = ("m", "n", "k", "batch")
 # `seen` and `seen_right`: the evidence an entry carries (cases described as reports describe them: the cases it
 # was seen failing on, and the neighbours seen right), so the pattern between them can be reviewed.
 EVIDENCE_KEYS = ("seen", "seen_right")
-ALLOWED = (*REQUIRED, "route", "ops", "dtypes", "layouts", "epilogues", "cpu", "candidates", *SIZE_KEYS, *EVIDENCE_KEYS)
+CASE_KEYS = ("ops", "dtypes", "layouts", "values", "epilogues")  # the case pattern, in @gemm_case's names
+ALLOWED = (*REQUIRED, "route", *CASE_KEYS, "cpu", "candidates", *SIZE_KEYS, *EVIDENCE_KEYS)
 # The CPU capabilities ATen names (torch.backends.cpu.get_cpu_capability(), lower case): a CPU kernel's code
 # path, and so its bugs, can depend on it. The runner passes this machine's under the fact name CPU_FACT.
 CPUS = ("default", "avx2", "avx512", "vsx", "zvector", "neon", "sve128", "sve256")
@@ -43,14 +44,15 @@ class Names:
     dtypes: tuple[str, ...]
     layouts: tuple[str, ...]
     steps: tuple[str, ...]
+    values: tuple[str, ...] | None = None  # cases.case.VALUES; None: not checked
 
 
 def default_names() -> Names:
     from .. import backends
-    from ..cases.case import LAYOUTS
+    from ..cases.case import LAYOUTS, VALUES
     from ..cases.ops import DTYPES, OPS, STEPS
 
-    return Names(tuple(backends.names()), tuple(OPS), tuple(DTYPES), tuple(LAYOUTS), tuple(STEPS))
+    return Names(tuple(backends.names()), tuple(OPS), tuple(DTYPES), tuple(LAYOUTS), tuple(STEPS), VALUES)
 
 
 # ---------------------------------------------------------------- conditions
@@ -125,6 +127,7 @@ class Entry:
     ops: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None
     layouts: tuple[str, ...] | None = None
+    values: tuple[str, ...] | None = None  # what the operands hold (cases.case.VALUES): "nan", "inf", "normal"
     epilogues: tuple[str, ...] | None = None
     sizes: Mapping[str, SizeCondition] = field(default_factory=dict)
     cpus: tuple[str, ...] | None = None  # ATen CPU capabilities it was seen on; None: any
@@ -156,14 +159,16 @@ class Entry:
         return ", ".join(f"{name} {spec or '(any)'}" for name, spec in self.versions.items())
 
     def covers(self, case: Any, route: str | None = None) -> bool:
-        """Whether the case (op, dtype, layout, epilogue, sizes) and route fall in this entry's pattern."""
+        """Whether the case (op, dtype, layout, values, epilogue, sizes) and route fall in this entry's pattern."""
         if self.routes is not None and route not in self.routes:
             return False
         chain = _chain(case.epilogue)
         if self.epilogues is not None and chain not in self.epilogues:
             if not (FUSED in self.epilogues and chain != "none"):
                 return False
-        for allowed, value in ((self.ops, case.op), (self.dtypes, case.dtype), (self.layouts, case.layout)):
+        values = getattr(case, "values", "normal")
+        pattern = ((self.ops, case.op), (self.dtypes, case.dtype), (self.layouts, case.layout), (self.values, values))
+        for allowed, value in pattern:
             if allowed is not None and value not in allowed:
                 return False
         return all(cond(getattr(case, key)) for key, cond in self.sizes.items())

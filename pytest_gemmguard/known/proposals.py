@@ -83,6 +83,9 @@ def _entry(backend: str, kind: str, op: str, group: dict[str, Any], seen_right: 
     for key in ("dtypes", "layouts"):
         values = sorted({c[key[:-1]] for c in cases})
         lines.append(f"{key} = {_toml_list(values)}")
+    held = sorted({c.get("values", "normal") for c in cases})
+    if held != ["normal"]:  # NaN or inf in the operands: the entry names what they held
+        lines.append(f"values = {_toml_list(held)}")
     chains = sorted({c["epilogue"] for c in cases})
     if len(chains) == 1:
         lines.append(f"epilogues = {_toml_list(chains)}")

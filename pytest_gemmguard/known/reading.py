@@ -181,6 +181,7 @@ def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Na
         ops=listed("ops", names.ops, "op"),
         dtypes=listed("dtypes", names.dtypes, "dtype"),
         layouts=listed("layouts", names.layouts, "layout"),
+        values=listed("values", names.values, "kind of values"),
         epilogues=epilogues,
         sizes=sizes,
         cpus=listed("cpu", CPUS, "CPU capability"),

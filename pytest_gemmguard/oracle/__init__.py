@@ -193,7 +193,10 @@ def judge(actual: Any, expected: torch.Tensor, tol: torch.Tensor, expected_dtype
     flat = int(torch.argmax(torch.where(torch.isnan(ratio), torch.full_like(ratio, float("inf")), ratio)))
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(ratio.shape)))
     value = float(got[index])
-    kind = "unwritten" if value != value else ("nonfinite" if not torch.isfinite(got[index]) else "values")
+    # A NaN where the reference is finite reads as an element never written (the output was NaN-poisoned), unless
+    # the operands held NaN themselves: then it may as well have leaked from them.
+    unwritten = value != value and not bool(torch.isnan(expected).any())
+    kind = "unwritten" if unwritten else ("nonfinite" if not torch.isfinite(got[index]) else "values")
     mismatch = Mismatch(
         kind, index, value, float(expected[index]), float(err[index]), float(tol[index]), n_bad, ratio.numel()
     )

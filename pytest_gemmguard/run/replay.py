@@ -2,8 +2,9 @@
 
 A drawn example is Hypothesis's: `VERSION:BLOB`, the choices Hypothesis made, replayed through the test's own
 strategy. An explicit example (a listed shape's case from the regime tour, a harvested GEMM) was never drawn,
-so it has no blob: its line names the case itself, `case:OP,M,N,K,BATCH,DTYPE,LAYOUT,EPILOGUE,SEED`, and the
-replay runs that case alone, once. Torch-free: validate.py checks the option when pytest starts.
+so it has no blob: its line names the case itself, `case:OP,M,N,K,BATCH,DTYPE,LAYOUT,EPILOGUE,SEED[,VALUES]`
+(VALUES only where the operands hold NaN or inf), and the replay runs that case alone, once. Torch-free:
+validate.py checks the option when pytest starts.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ def line(test_id: str, value: str) -> str:
 
 
 def case_value(case: GemmCase) -> str:
-    """The --gemm-replay value of an explicit example."""
-    return f"{CASE}:" + ",".join(str(getattr(case, name)) for name in FIELDS)
+    """The --gemm-replay value of an explicit example (`,VALUES` after the seed only where they are not ordinary
+    numbers, so a case of ordinary numbers prints as it did before cases had values)."""
+    value = f"{CASE}:" + ",".join(str(getattr(case, name)) for name in FIELDS)
+    return value if case.values == "normal" else f"{value},{case.values}"
 
 
 def case_fields(value: str | None) -> dict[str, Any] | None:
@@ -35,13 +38,15 @@ def case_fields(value: str | None) -> dict[str, Any] | None:
     if kind != CASE:
         return None
     parts = [p.strip() for p in rest.split(",")]
-    if len(parts) != len(FIELDS) or not all(parts):
-        raise ValueError(f"expected case:{','.join(f.upper() for f in FIELDS)} as printed in a failure report")
+    if len(parts) not in (len(FIELDS), len(FIELDS) + 1) or not all(parts):
+        raise ValueError(f"expected case:{','.join(f.upper() for f in FIELDS)}[,VALUES] as printed in a failure report")
     fields: dict[str, Any] = {}
-    for name, text in zip(FIELDS, parts, strict=True):
+    for name, text in zip(FIELDS, parts, strict=False):
         if name in NUMBERS and not text.isdigit():
             raise ValueError(f"case: {name.upper()} must be a whole number, not {text!r}")
         fields[name] = int(text) if name in NUMBERS else text
+    if len(parts) > len(FIELDS):
+        fields["values"] = parts[-1]
     return fields
 
 
@@ -72,7 +77,7 @@ def fits(case: GemmCase, space: CaseSpace) -> bool:
     """Whether the test could have run `case`: its harvested GEMMs, or its ops, dtypes, layouts and epilogues."""
     import dataclasses
 
-    from ..cases.case import LAYOUTS
+    from ..cases.case import LAYOUTS, VALUES, takes_values
     from ..cases.ops import DTYPES, OPS, op_takes, parse_chain
 
     if space.cases is not None:
@@ -80,6 +85,8 @@ def fits(case: GemmCase, space: CaseSpace) -> bool:
     if case.op not in (space.ops or OPS) or case.dtype not in (space.dtypes or DTYPES):
         return False
     if case.layout not in (space.layouts or LAYOUTS) or not op_takes(case.op, case.dtype, case.layout):
+        return False
+    if case.values not in (space.values or VALUES) or not takes_values(case.op, case.values, case.m, case.n):
         return False
     if space.epilogues:
         return case.epilogue in space.epilogues
