@@ -108,6 +108,21 @@ def test_proposed_entries_generalise_the_failures_and_load_as_a_known_file(tmp_p
     path.write_text(entry)
     (parsed,) = known.load(str(path)).entries
     assert parsed.kind == "wrong-result" and len(parsed.seen) == 2 and parsed.epilogues == ("fused",)
+    assert "values =" not in entry  # ordinary numbers: no pattern to name
+
+
+def test_a_proposed_entry_names_the_special_values_its_failures_held(tmp_path):
+    r = record(
+        ("t[aten]", "mm 6×7×9 bfloat16 contiguous epilogue=none values=nan", "wrong-result"),
+        ("t[aten]", "mm 5×5×9 float16 transposed_b epilogue=relu values=inf", "wrong-result"),
+        ("t[aten]", "mm 6×7×9 bfloat16 contiguous epilogue=none", "verified"),
+    )
+    (entry,) = proposals.propose([r])
+    assert 'values = ["inf", "nan"]' in entry
+    path = tmp_path / "proposed.toml"
+    path.write_text(entry)
+    (parsed,) = known.load(str(path)).entries
+    assert parsed.values == ("inf", "nan")
 
 
 # ---------------------------------------------------------------- end to end: base and head

@@ -20,20 +20,24 @@ from .verdicts import FAILURES, PASS, Record
 
 # The package whose release a backend's bugs move with, beside torch.
 BACKEND_PACKAGES = {"triton": "triton", "cutlass": "nvidia-cutlass", "cutedsl": "nvidia-cutlass-dsl"}
-_CASE = re.compile(r"^(?P<op>\S+) (?P<dims>[\d×]+) (?P<dtype>\S+) (?P<layout>\S+) epilogue=(?P<epilogue>\S+)")
+_CASE = re.compile(
+    r"^(?P<op>\S+) (?P<dims>[\d×]+) (?P<dtype>\S+) (?P<layout>\S+) epilogue=(?P<epilogue>\S+)"
+    r"(?: values=(?P<values>\S+))?"
+)
 MAX_RIGHT = 6
 LINK_TODO = "https://github.com/pytorch/pytorch/issues"  # replace with the upstream issue or the write-up
 
 
 def parse_case(text: str) -> dict[str, Any] | None:
-    """A case as reports describe it ("mm 8×16×32 float32 contiguous epilogue=none") -> its fields."""
+    """A case as reports describe it ("mm 8×16×32 float32 contiguous epilogue=none", then " values=nan" where the
+    operands held NaN or inf) -> its fields."""
     m = _CASE.match(text)
     if m is None:
         return None
     dims = [int(d) for d in m["dims"].split("×")]
     batch, (mm, n, k) = (dims[0], dims[1:]) if len(dims) == 4 else (0, dims)
     return {"op": m["op"], "m": mm, "n": n, "k": k, "batch": batch, "dtype": m["dtype"], "layout": m["layout"],
-            "epilogue": m["epilogue"]}  # fmt: skip
+            "epilogue": m["epilogue"], "values": m["values"] or "normal"}  # fmt: skip
 
 
 def _release(version: str | None) -> str | None:
@@ -83,7 +87,7 @@ def _entry(backend: str, kind: str, op: str, group: dict[str, Any], seen_right: 
     for key in ("dtypes", "layouts"):
         values = sorted({c[key[:-1]] for c in cases})
         lines.append(f"{key} = {_toml_list(values)}")
-    held = sorted({c.get("values", "normal") for c in cases})
+    held = sorted({c["values"] for c in cases})
     if held != ["normal"]:  # NaN or inf in the operands: the entry names what they held
         lines.append(f"values = {_toml_list(held)}")
     chains = sorted({c["epilogue"] for c in cases})
