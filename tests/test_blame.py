@@ -216,6 +216,23 @@ def test_a_wrong_winner_whose_candidates_went_unchecked_is_blamed_on_the_named_o
         assert "aten produced a wrong result" in out and "blamed:" not in out
 
 
+def test_a_wrong_winner_among_choices_the_entry_names_every_one_of_is_blamed_on_them(pytester):
+    """As the H100's M = 1 linear on a Triton-only backend: every choice of the selection is one the entry names, so
+    no compile without them exists, and none is needed. One named candidate wrong alone, the rest named too: the
+    winner was one of them, and the case is xfail. Named more narrowly (the plant alone), the counterfactual compile
+    keeps ATen's mm and must be right, as the other tests here show."""
+    tag = "opaqueall"
+    pytester.makeconftest(PLANT.format(plants={tag: (0.01, 1e-6)}) + OPAQUE)
+    pytester.makepyfile(MM_TEST.replace("gemm.check()", CATCH))
+    pytester.path.joinpath("known.toml").write_text(known_file('"extern_kernels.*"'))
+    result = pytester.runpytest_inprocess(*RUN, "-s", "--gemm-known=known.toml")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert f"compiling extern_kernels.gemmguard_test_fast_mm_{tag} alone to confirm it" in out, out
+    assert "REPORT blamed:    every choice autotuning had for the GEMM was one of extern_kernels.*" in out, out
+    assert f"CANDIDATES ('extern_kernels.gemmguard_test_fast_mm_{tag}',)" in out
+
+
 @pytest.mark.parametrize("second", ["overlap", "elsewhere"])
 def test_blame_is_tried_only_where_exactly_one_entry_with_candidates_covers_the_case(pytester, second):
     """Two entries covering the case: a proof against their joint names could not say which entry it is for,

@@ -186,8 +186,10 @@ def blame(
     so the entry (which explains only its own names) then does not explain the case, as on the losing path.
     Where autotuning judged none wrong because none could be checked, the named candidates left unchecked are the
     suspects instead, fastest benchmark first (the likeliest winner): on the H100 every candidate of a wrong M = 1
-    `linear` went unchecked, and its winner could not be put on the entry's templates. Anything less blames
-    nothing, and the case fails as before."""
+    `linear` went unchecked, and its winner could not be put on the entry's templates. Where the named ones were
+    every choice autotuning had (the same linear on a Triton-only backend: 11 choices, all Triton templates), no
+    compile without them exists, and none is needed: the winner was one of them. Anything less blames nothing, and
+    the case fails as before."""
     wrong = [r for r in seen if r.wrong] or _unchecked_suspects(seen, patterns)
     if not any(_named(r.name, patterns) for r in wrong):
         return (), []
@@ -201,16 +203,27 @@ def blame(
         session.progress(f"[{example.backend}] {example.case.describe()}: compiling without {named} to blame them")
         withhold = inductor.without_choices(lambda op, choice: _named(_choice_name(choice), patterns))
         verdict, removed, _ = _compile_judged(session, backend, target, flat, weights, reference, withhold)
-        # Right, with every selection that offered a named choice left with others: else nothing is shown.
+        # Right, with every selection that offered a named choice left with others: else nothing is shown. Or
+        # every selection that offered a named choice offered nothing else (each would be left with none, so the
+        # compile kept them all): whatever won there was one of them, and one of them is wrong alone.
         shown = verdict is not None and verdict.ok and bool(removed) and 0 not in removed
-        session.confirmations[key] = verdict.max_ratio if shown else None
+        only_named = bool(removed) and all(n == 0 for n in removed)
+        session.confirmations[key] = verdict.max_ratio if shown else ONLY_NAMED if only_named else None
     ratio = session.confirmations[key]
     if ratio is None:
         return (), []
     lines = [f"blamed:    {c.line()}" for c in tried]
-    lines.append(f"blamed:    compiled without {', '.join(patterns)}: right on the case's inputs, max|err|/tol "
-                 f"{ratio:.3g}; so the wrong winner was one of them")  # fmt: skip
+    if ratio == ONLY_NAMED:
+        lines.append(f"blamed:    every choice autotuning had for the GEMM was one of {', '.join(patterns)}; so the "
+                     "wrong winner was one of them")  # fmt: skip
+    else:
+        lines.append(f"blamed:    compiled without {', '.join(patterns)}: right on the case's inputs, max|err|/tol "
+                     f"{ratio:.3g}; so the wrong winner was one of them")  # fmt: skip
     return tuple(c.candidate.name for c in confirmed), lines
+
+
+# What the blame's counterfactual compile records where it could not be made: every choice was a named one.
+ONLY_NAMED = "only named choices"
 
 
 def _unchecked_suspects(seen: Sequence[CandidateResult], patterns: Sequence[str]) -> list[CandidateResult]:
