@@ -383,3 +383,61 @@ def test_the_repro_script_plants_the_special_values_and_holds_a_special_element_
     assert "max |error|:" in proc.stdout, proc.stderr
     assert f"'values': '{values}'" in open(path).read() and "plant_values(" in open(path).read()
     assert proc.returncode == 0, proc.stdout + proc.stderr  # aten keeps the special: the element is right
+
+
+# A failure that does not repeat (issue 37 on the H100: the cpp backend's test_user_function ended in Hypothesis's
+# "Unreliable assumption" FlakyFailure instead of a report): each GEMM shape's first compiled call is wrong and
+# every later call right, so the example Hypothesis reports passes when it runs it again at the end.
+_FIRST_CALL_WRONG = """
+_calls = {}
+
+
+@torch.library.custom_op("gemmguard_plant::first_call_wrong", mutates_args=())
+def first_call_wrong(y: torch.Tensor) -> torch.Tensor:
+    key = tuple(y.shape)
+    _calls[key] = _calls.get(key, 0) + 1
+    return y + 1.0 if _calls[key] == 1 else y.clone()
+
+
+@first_call_wrong.register_fake
+def _(y):
+    return torch.empty_like(y)
+"""
+_FIRST_CALL_PASS = plants.graph_pass(
+    "FirstCallWrong",
+    """
+    for node in list(graph.nodes):
+        if node.target in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
+            with graph.inserting_after(node):
+                once = graph.call_function(torch.ops.gemmguard_plant.first_call_wrong.default, (node,))
+            node.replace_all_uses_with(once)
+            once.args = (node,)
+            once.meta["val"] = node.meta["val"]
+    """,
+)
+FIRST_CALL_WRONG = plants.planted_backend(
+    "first-call-wrong",
+    plants.GraphPass(_FIRST_CALL_PASS.name, _FIRST_CALL_WRONG + "\n\n" + _FIRST_CALL_PASS.source),
+    # The plant's own step after the GEMM is this backend's too.
+    members="def claims(self, launch):\n        return super().claims(launch) or 'first_call_wrong' in launch.name",
+)
+
+
+def test_a_failure_that_does_not_repeat_is_gemmguards_report_saying_so_not_hypothesiss_flaky_error(pytester):
+    pytester.makeconftest(FIRST_CALL_WRONG)
+    pytester.makepyfile(
+        """
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float32"], epilogues=["none"], layouts=["contiguous"], values=["normal"])
+def test_mm(gemm):
+    gemm.check()
+"""
+    )
+    result = pytester.runpytest_inprocess("--gemm-backends=first-call-wrong", "--gemm-seed=1", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "gemmguard: first-call-wrong produced a wrong result" in out, out
+    assert "not repeatable: this example failed, then passed when run again" in out, out
+    assert "FlakyFailure" not in out and "Unreliable assumption" not in out and "Inconsistent results" not in out, out
+    assert re.search(r"gemmguard reproduce: pytest '\S+' --gemm-replay='[^']+'", out), out

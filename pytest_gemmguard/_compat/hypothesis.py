@@ -6,6 +6,8 @@
   `--gemm-replay=VERSION:BLOB` line;
 - `hypothesis.control.current_build_context().is_final`: whether the running example is the one Hypothesis
   will report (the shrunk failure's last run, an explicit example, a replay);
+- `hypothesis.errors.FlakyFailure` holding the failure it saw first (an ExceptionGroup), for a failure that did not
+  repeat when Hypothesis ran its example again;
 - `hypothesis.internal.conjecture.engine.MAX_SHRINKING_SECONDS`: how long the shrinker may work on a failure
   (read when shrinking starts; no public setting bounds it), and `hypothesis.reporting.with_reporter`, to say
   in gemmguard's words when that limit stopped it (Hypothesis's own message speaks of five minutes and asks
@@ -61,6 +63,22 @@ def set_database_key(test: Any, key: bytes) -> None:
     """Key the example database of a @given `test` by `key` (default: the function's own qualified name,
     which every backend's run of one test shares)."""
     test.hypothesis.inner_test._hypothesis_internal_add_digest = key
+
+
+def flaky_inner(exc: BaseException, wanted: tuple[type[BaseException], ...]) -> BaseException | None:
+    """Where `exc` is Hypothesis's FlakyFailure (the example it reports failed once and then passed, or was
+    rejected, when run again), the first exception of the `wanted` types it holds; else None."""
+    from hypothesis.errors import FlakyFailure
+
+    if not isinstance(exc, FlakyFailure):
+        return None
+    pending = list(exc.exceptions)
+    while pending:
+        inner = pending.pop(0)
+        if isinstance(inner, wanted):
+            return inner
+        pending.extend(getattr(inner, "exceptions", ()))
+    return None
 
 
 def replay_blob(exc: BaseException) -> tuple[str, str] | None:

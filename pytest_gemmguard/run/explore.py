@@ -168,7 +168,10 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     toured: list[GemmCase] = []  # the tour's cases as it meets them (a failure's is the last: its replay line)
 
     def drawn_example(case: GemmCase) -> None:
-        if case in ran:
+        # The example Hypothesis reports runs whatever ran before: a failure it found once must be run again to
+        # be reported, and rejecting it there (another draw of the same case passed meanwhile) would turn a
+        # failure that comes and goes into Hypothesis's "unreliable assumption" instead of gemmguard's report.
+        if case in ran and not hypothesis_compat.is_final_example():
             hypothesis.reject()
         replayed.append(case)
         one_example(case)
@@ -231,9 +234,16 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             raise ReplayNotReproduced(_not_reproduced(test_id, backend, replayed)) from None
     except BaseException as exc:
         blob = hypothesis_compat.replay_blob(exc)
+        first = hypothesis_compat.flaky_inner(exc, (GemmMismatch, BackendCrashed))
+        if first is not None:  # failed once, passed when Hypothesis ran the same example again: gemmguard's report
+            blob = blob or hypothesis_compat.replay_blob(first)
+            first.add_note(FLAKY_NOTE)
+            exc = first
         failed = toured[-1] if toured and isinstance(exc, GemmMismatch) else None  # an explicit example: no blob
         if blob is not None or failed is not None:
             exc.add_note(replay.line(test_id, f"{blob[0]}:{blob[1]}" if blob else replay.case_value(failed)))
+        if first is not None:
+            raise exc from None
         raise
     finally:
         if pool is not None:
@@ -257,6 +267,12 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         pytest.xfail(judge.xfail_reason())
     if replay_case is not None:  # the replayed case ran and passed
         raise ReplayNotReproduced(_not_reproduced(test_id, backend, [replay_case]))
+
+
+FLAKY_NOTE = (
+    "gemmguard: not repeatable: this example failed, then passed when run again in the same process (a failure "
+    "that depends on timing, threads or state left by earlier examples); the reproduce line may need a few runs"
+)
 
 
 def _ahead_note(ahead: Reply | None) -> str:
