@@ -531,6 +531,19 @@ def test_the_shipped_cpp_entries_do_not_hide_other_failures(shipped, backend, ge
     assert kn.match(shipped, backend, gemm, versions, kind) is None
 
 
+def test_the_shipped_cpp_fewer_threads_entry_is_torch_211_and_212_and_that_kind_only(shipped):
+    """Inductor's CPP template skipped the blocks of missing OpenMP threads on torch 2.11 (the H100 host) and is right
+    on 2.13: the entry explains a fewer-threads failure of any cpp case there, and nothing else."""
+    seen = case(op="bmm", m=33, n=65, k=129, batch=5, dtype="bfloat16", layout="broadcast", epilogue="gelu+silu")
+    torch_211 = {"torch": "2.11.0+cu130"}
+    entry = kn.match(shipped, "cpp", seen, torch_211, "wrong-with-fewer-threads")
+    assert entry is not None and entry.id == "torch-cpp-template-fewer-threads"
+    assert kn.match(shipped, "cpp", case(op="mm", m=1, n=32, k=1), {"torch": "2.12.1"}, "wrong-with-fewer-threads")
+    assert kn.match(shipped, "cpp", seen, TORCH_213, "wrong-with-fewer-threads") is None  # right on 2.13
+    assert kn.match(shipped, "cpp", seen, torch_211, "wrong-result") is None  # wrong with every thread: not this
+    assert kn.match(shipped, "aten", seen, torch_211, "wrong-with-fewer-threads") is None
+
+
 SWEEP_AVX2 = os.path.join(ROOT, "tests", "data", "cpp_offset_sweep_avx2.jsonl")
 
 
