@@ -441,3 +441,24 @@ def test_mm(gemm):
     assert "not repeatable: this example failed, then passed when run again" in out, out
     assert "FlakyFailure" not in out and "Unreliable assumption" not in out and "Inconsistent results" not in out, out
     assert re.search(r"gemmguard reproduce: pytest '\S+' --gemm-replay='[^']+'", out), out
+
+
+def test_a_users_function_on_special_values_keeps_them_and_a_kernel_that_drops_them_fails(pytester):
+    """check(fn) on operands holding NaN or inf: each special must come out where float64 has it and every other
+    element finite (a softmax over a row holding -inf rounds its neighbours past the finite-number bound: eager float16
+    went 1.1x over it, so values there are the ordinary cases' to judge). Clean aten passes; the plant fails."""
+    pytester.makeconftest(DROPPED_SPECIALS)
+    pytester.makepyfile(
+        """
+import torch
+from pytest_gemmguard import gemm_case
+
+@gemm_case(ops=["mm"], dtypes=["float16", "float32"], epilogues=["none"], values=["nan", "inf"], max_examples=8)
+def test_softmax(gemm):
+    gemm.check(lambda a, b: torch.softmax(a @ b, dim=-1))
+"""
+    )
+    args = ("--gemm-backends=drops-specials,aten", "--gemm-seed=1", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess(*args)
+    result.assert_outcomes(failed=1, passed=1)
+    assert "gemmguard: drops-specials produced a wrong result" in result.stdout.str()

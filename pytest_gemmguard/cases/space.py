@@ -27,6 +27,12 @@ class CaseSpace:
     cases: tuple[GemmCase, ...] | None = None
 
 
+def values_of(space: CaseSpace) -> tuple[str, ...]:
+    """What the space's operands may hold: as asked; else every kind where sizes are drawn, and ordinary numbers
+    alone for listed shapes (the user's own cases: each runs as it is, and NaN or inf only where asked for)."""
+    return space.values or (VALUES if not space.shapes else ("normal",))
+
+
 def valid_ops(space: CaseSpace, dtypes: Sequence[str] | None = None) -> list[str]:
     """The space's ops that take at least one of its dtypes (or `dtypes`, the device's defaults) in at
     least one of its layouts, and, with explicit shapes, at least one shape of theirs."""

@@ -21,9 +21,9 @@ from typing import TypeVar
 
 from hypothesis import strategies as st
 
-from .case import LAYOUTS, VALUES, GemmCase, aliasable, takes_values
+from .case import LAYOUTS, GemmCase, aliasable, takes_values
 from .ops import OPS, STEPS, chain_name, default_dtypes, op_takes, shape_fits
-from .space import CaseSpace, case_space, valid_ops
+from .space import CaseSpace, case_space, valid_ops, values_of
 
 T = TypeVar("T")
 
@@ -93,7 +93,7 @@ def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[
     dtypes_ = list(space.dtypes or default_dtypes(device))
     ops_ = valid_ops(space, dtypes_)
     layouts_ = list(space.layouts or LAYOUTS)
-    values_ = list(space.values or VALUES)
+    values_ = list(values_of(space))
     epilogue_st = st.sampled_from(list(epilogues)) if epilogues else epilogue_chains()
     # Only shapes some op can take (case_space refuses the rest with a usage error).
     usable_shapes = [s for s in shapes or () if any(_listed_fits(o, s, dtypes_, layouts_) for o in ops_)]
@@ -191,7 +191,7 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
     reachable_dtypes, reachable_layouts = {d for d, _ in takes}, {lay for _, lay in takes}
     seen_dtypes: set[str] = set()
     seen_layouts: set[str] = set()
-    values = list(space.values or VALUES)
+    values = list(values_of(space))
     seen_values: set[str] = {"normal"}
     # Listed shapes are visited like dtypes: each row takes the first its op suits that no row took yet (taken
     # by turns, a shape of the second op of two never came: the second op's rows were all odd).
@@ -254,7 +254,7 @@ def every_case(space: CaseSpace, device: str, seed: int = 0, at_most: int = 0) -
         for d in dtypes
         for lay in layouts
         if op_takes(op, d, lay) and aliasable(lay, shape[-3], shape[-2])
-        for v in space.values or VALUES
+        for v in values_of(space)
         if takes_values(op, v, shape[-3], shape[-2])
     ]
     longest = CHAIN_STEPS + 1  # epilogue_chains: none, or up to CHAIN_STEPS distinct steps in any order

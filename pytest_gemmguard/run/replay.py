@@ -77,8 +77,9 @@ def fits(case: GemmCase, space: CaseSpace) -> bool:
     """Whether the test could have run `case`: its harvested GEMMs, or its ops, dtypes, layouts and epilogues."""
     import dataclasses
 
-    from ..cases.case import LAYOUTS, VALUES, takes_values
+    from ..cases.case import LAYOUTS, takes_values
     from ..cases.ops import DTYPES, OPS, op_takes, parse_chain
+    from ..cases.space import values_of
 
     if space.cases is not None:
         return any(dataclasses.replace(c, seed=case.seed) == case for c in space.cases)
@@ -86,7 +87,7 @@ def fits(case: GemmCase, space: CaseSpace) -> bool:
         return False
     if case.layout not in (space.layouts or LAYOUTS) or not op_takes(case.op, case.dtype, case.layout):
         return False
-    if case.values not in (space.values or VALUES) or not takes_values(case.op, case.values, case.m, case.n):
+    if case.values not in values_of(space) or not takes_values(case.op, case.values, case.m, case.n):
         return False
     if space.epilogues:
         return case.epilogue in space.epilogues
