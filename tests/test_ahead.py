@@ -212,6 +212,7 @@ def _times(result, backend: str = "aten") -> tuple[float, ...]:
     return tuple(float(x) for x in found.groups())
 
 
+@pytest.mark.timing  # its assertion is a share of measured time: under -n 2 the other worker's load moved it
 def test_a_compile_that_ends_unsupported_is_counted_as_compiling(pytester):
     """The results' time line says where examples went: the compile of a case that then turned out unsupported is
     compile time too (cpp's first example on the H200, 69 s, was counted as drawing and checking)."""
