@@ -142,7 +142,16 @@ def make_venv(path: Path, with_checkout: bool = False) -> Path:
     outer.pop(venv_site, None)
     if with_checkout:
         outer = {str(REPO): None, **outer}
-    Path(venv_site, "gemmguard-act-outer.pth").write_text("".join(f"{p}\n" for p in outer))
+    lines = [f"{p}\n" for p in outer]
+    # setuptools' distutils shim, which a runner's Python with setuptools installed turns on at startup: after the
+    # path lines (a .pth runs line by line), so its module is found. Without it, distutils changes under a process
+    # the first time torch's C++ build imports setuptools, and the backend-order test calls that a leak.
+    for site_dir in outer:
+        shim = Path(site_dir, "distutils-precedence.pth")
+        if shim.is_file():
+            lines += [line + "\n" for line in shim.read_text().splitlines() if line.startswith("import ")][:1]
+            break
+    Path(venv_site, "gemmguard-act-outer.pth").write_text("".join(lines))
     return path
 
 
