@@ -277,3 +277,18 @@ def test_a_quarter_of_the_draws_hold_special_values_and_a_space_can_ask_for_them
     assert drawn.values == "nan" and min(drawn.m, drawn.n) >= 2  # drawn sizes keep a clean row and column
     assert {c.values for c in regime_tour(alone, "cpu")} == {"nan"}
     assert not any(OPS[c.op].scaled for c in regime_tour(alone, "cuda"))
+
+
+def test_a_case_line_carries_special_values_and_older_lines_still_decode():
+    from pytest_gemmguard.run import replay
+
+    nan_case = GemmCase("bmm", 5, 6, 7, 3, dtype="bfloat16", layout="broadcast", epilogue="relu", seed=9, values="nan")
+    line = replay.case_value(nan_case)
+    assert line == "case:bmm,5,6,7,3,bfloat16,broadcast,relu,9,nan" and replay.replayed_case(line) == nan_case
+    plain = GemmCase("mm", 5, 6, 7, seed=9)
+    assert replay.case_value(plain) == "case:mm,5,6,7,0,float32,contiguous,none,9"  # as printed before values
+    assert replay.replayed_case(replay.case_value(plain)) == plain
+    with pytest.raises(ValueError, match="VALUES must be one of nan, inf, not 'zero'"):
+        replay.case_fields("case:mm,5,6,7,0,float32,contiguous,none,9,zero")
+    assert replay.fits(nan_case, CaseSpace()) and not replay.fits(nan_case, CaseSpace(values=("normal",)))
+    assert not replay.fits(nan_case, CaseSpace(shapes=((3, 5, 6, 7),)))  # listed shapes: ordinary numbers

@@ -41,11 +41,12 @@ STORAGE_OFFSET = 3
 
 # What the operands hold besides ordinary numbers. "nan": one NaN in A (so its row of the result is NaN) and one in B
 # (its column); "inf": +inf in A and -inf in B, so that row and column hold +-inf where float64 says so, and NaN
-# where float64 has it (inf - inf where they meet, an infinity times an exact zero). The rest of the result stays finite, and the
-# oracle holds every special element to the same special and every other element to its bound: a kernel that drops a
-# NaN (treats it as 0), leaks one into clean rows (a vendor bf16 bmm once did) or turns inf times a finite number into
-# NaN (pytorch#171034) fails. Not for the scaled ops (float8 e4m3fn has no inf) and only where M, N >= 2, so at least
-# one row and one column stay clean (`takes_values`). "normal" is first: Hypothesis shrinks toward it.
+# where float64 has it (inf - inf where they meet, an infinity times an exact zero). The rest of the result stays
+# finite, and the oracle holds every special element to the same special and every other element to its bound: a
+# kernel that drops a NaN (treats it as 0), leaks one into clean rows (a vendor bf16 bmm once did) or turns inf times
+# a finite number into NaN (pytorch#171034) fails. Not for the scaled ops (float8 e4m3fn has no inf) and only where
+# M, N >= 2, so at least one row and one column stay clean (`takes_values`). "normal" is first: Hypothesis shrinks
+# toward it.
 VALUES = ("normal", "nan", "inf")
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 CASE = "case"
 FIELDS = ("op", "m", "n", "k", "batch", "dtype", "layout", "epilogue", "seed")
 NUMBERS = frozenset({"m", "n", "k", "batch", "seed"})
+SPECIALS = ("nan", "inf")  # cases.case.VALUES past "normal", named here without importing torch
 
 
 def line(test_id: str, value: str) -> str:
@@ -46,6 +47,8 @@ def case_fields(value: str | None) -> dict[str, Any] | None:
             raise ValueError(f"case: {name.upper()} must be a whole number, not {text!r}")
         fields[name] = int(text) if name in NUMBERS else text
     if len(parts) > len(FIELDS):
+        if parts[-1] not in SPECIALS:
+            raise ValueError(f"case: VALUES must be one of {', '.join(SPECIALS)}, not {parts[-1]!r}")
         fields["values"] = parts[-1]
     return fields
 
