@@ -257,6 +257,9 @@ def test_special_values_need_a_clean_row_and_column_and_no_scaled_op():
     assert not takes_values("scaled_mm", "nan", 32, 32) and takes_values("scaled_mm", "normal", 32, 32)
     with pytest.raises(ValueError, match="takes no values=nan"):
         build_inputs(GemmCase("mm", 1, 5, 7, values="nan"), "cpu")
+    from pytest_gemmguard.cases.space import case_space
+
+    assert case_space(values=["inf", "normal"]).values == ("normal", "inf")  # ordinary first: shrinks toward it
 
 
 def test_a_quarter_of_the_draws_hold_special_values_and_a_space_can_ask_for_them_alone():

@@ -104,6 +104,11 @@ def _shapes(
     return tuple(out)
 
 
+def _in_order(names: tuple[str, ...] | None, order: Sequence[str]) -> tuple[str, ...] | None:
+    """`names` in `order`'s order: the first is what a draw shrinks toward (ordinary numbers before NaN)."""
+    return None if names is None else tuple(sorted(names, key=list(order).index))
+
+
 def _epilogues(where: str, value: Any, arg: str = "epilogues") -> tuple[str, ...] | None:
     value = _listed(where, arg, value, "use ['none'] for a bare GEMM")
     if value is None:
@@ -147,7 +152,7 @@ def case_space(where: str = "@gemm_case", *, singular: bool = False, **kwargs: A
         layouts=_names(where, arg("layouts"), kwargs.get("layouts"), list(LAYOUTS)),
         shapes=_shapes(where, kwargs.get("shapes"), ops, arg("shapes")),
         max_examples=max_examples,
-        values=_names(where, "values", kwargs.get("values"), list(VALUES)),
+        values=_in_order(_names(where, "values", kwargs.get("values"), list(VALUES)), VALUES),
     )
     if space.values and "normal" not in space.values:
         for shape in space.shapes or ():
