@@ -118,12 +118,12 @@ def make_venv(path: Path, with_checkout: bool = False) -> Path:
     repository's own workflow install their workspace's copy instead, and must not see this one).
 
     It must behave like a runner's own Python when a job makes venvs of its own from it (the install step,
-    tests that build a user's venv), so two things a plain venv would get wrong are avoided. Every site
+    tests that build a user's venv), so what a plain venv would get wrong is avoided. Every site
     directory this Python sees goes into the path line, not only its own: made inside an act job, whose Python is
     itself one of these venvs, a path line to that venv's site alone would lose the packages it sees (pytest,
     torch). And the venv gets no pip or setuptools of its own (`--without-pip`): ensurepip's old setuptools
     would shadow the environment's newer one; `pip` is a shim running the borrowed pip with this venv's python,
-    so it installs here and nowhere else."""
+    so it installs here and nowhere else. And setuptools' distutils shim is on from startup (below)."""
     python = path / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
