@@ -295,3 +295,17 @@ def test_a_case_line_carries_special_values_and_older_lines_still_decode():
         replay.case_fields("case:mm,5,6,7,0,float32,contiguous,none,9,zero")
     assert replay.fits(nan_case, CaseSpace()) and not replay.fits(nan_case, CaseSpace(values=("normal",)))
     assert not replay.fits(nan_case, CaseSpace(shapes=((3, 5, 6, 7),)))  # listed shapes: ordinary numbers
+
+
+def test_a_drawn_layout_means_what_it_meant_before_cases_had_values():
+    """Layout and values are one draw: its first choices are the layouts with ordinary numbers, in the order the
+    layout alone was drawn from, so a choice recorded before values existed (an older replay line) picks the same
+    case; an op that takes no specials draws from exactly the old list."""
+    from pytest_gemmguard.cases.case import VALUES
+    from pytest_gemmguard.cases.strategies import _layouts_and_values
+
+    layouts = list(LAYOUTS)
+    both = _layouts_and_values(layouts, list(VALUES))
+    assert both[: len(layouts)] == [(lay, "normal") for lay in layouts]
+    assert {v for _, v in both} == set(VALUES) and sum(v != "normal" for _, v in both) == len(both) // 4
+    assert _layouts_and_values(layouts, ["normal"]) == [(lay, "normal") for lay in layouts]
