@@ -130,8 +130,10 @@ def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[
     return draw()
 
 
-# Ordinary numbers, in the default space, are drawn this many times as often as each special kind (VALUES): a
-# quarter of the draws hold NaN or inf, and the rest keep the whole result for the bound.
+# Ordinary numbers stand in the layout-and-values list this many times as each special kind (VALUES): two entries in
+# five are special, and with Hypothesis's preference for early choices and the cases that cannot hold them (M or N of
+# 1, the scaled ops) 16% of 1000 CPU draws and 19% of 1000 GPU draws held NaN or inf; the rest keep the whole result
+# for the bound.
 NORMAL_WEIGHT = 3
 
 
