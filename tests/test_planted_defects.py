@@ -237,45 +237,27 @@ def test_a_defect_of_aliased_operands_is_found_by_the_default_space_and_the_clea
 # the planted kernel zeroes the rows a missing thread would have written. It reads OpenMP's own state, not
 # gemmguard's. The default space finds it only because the CPU check runs the compiled code again with one thread per
 # parallel region.
-_SKIPPED_TILES = """
-def _teams_of_one():
-    paths = {line.split()[-1] for line in open("/proc/self/maps") if re.search(r"/libg?omp[^/]*[.]so", line)}
-    return any(ctypes.CDLL(path).omp_get_max_active_levels() == 0 for path in paths)
-
-
-@torch.library.custom_op("gemmguard_plant::skip_tiles", mutates_args=())
-def skip_tiles(y: torch.Tensor) -> torch.Tensor:
-    out = y.clone()
-    if _teams_of_one():
-        out[..., out.shape[-2] // 2 :, :] = 0
-    return out
-
-
-@skip_tiles.register_fake
-def _(y):
-    return torch.empty_like(y)
-"""
-_SKIP_PASS = plants.graph_pass(
-    "SkipTilesWithFewerThreads",
-    """
-    gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
-             torch.ops.aten.baddbmm.default)
-    for node in list(graph.nodes):
-        if node.target in gemms:
-            with graph.inserting_after(node):
-                split = graph.call_function(torch.ops.gemmguard_plant.skip_tiles.default, (node,))
-            node.replace_all_uses_with(split)
-            split.args = (node,)
-            split.meta["val"] = node.meta["val"]
-    """,
-)
 THREAD_COUNT = plants.planted_backend(
     "wrong-with-fewer-threads",
-    plants.GraphPass(_SKIP_PASS.name, _SKIPPED_TILES + "\n\n" + _SKIP_PASS.source),
+    plants.step_after_gemms(
+        "SkipTilesWithFewerThreads",
+        "skip_tiles",
+        """
+        out = y.clone()
+        if _teams_of_one():
+            out[..., out.shape[-2] // 2 :, :] = 0
+        return out
+        """,
+        preamble="""
+        def _teams_of_one():
+            paths = {line.split()[-1] for line in open("/proc/self/maps") if re.search(r"/libg?omp[^/]*[.]so", line)}
+            return any(ctypes.CDLL(path).omp_get_max_active_levels() == 0 for path in paths)
+        """,
+    ),
     base="cpp",
     imports="import ctypes\nimport re\n",
     # The plant's kernel is the CPP template's GEMM and its own step after it: both are this backend's.
-    members="def claims(self, launch):\n        return super().claims(launch) or 'skip_tiles' in launch.name",
+    members=plants.claims_step("skip_tiles"),
 )
 
 
@@ -388,38 +370,20 @@ def test_the_repro_script_plants_the_special_values_and_holds_a_special_element_
 # A failure that does not repeat (issue 37 on the H100: the cpp backend's test_user_function ended in Hypothesis's
 # "Unreliable assumption" FlakyFailure instead of a report): each GEMM shape's first compiled call is wrong and
 # every later call right, so the example Hypothesis reports passes when it runs it again at the end.
-_FIRST_CALL_WRONG = """
-_calls = {}
-
-
-@torch.library.custom_op("gemmguard_plant::first_call_wrong", mutates_args=())
-def first_call_wrong(y: torch.Tensor) -> torch.Tensor:
-    key = tuple(y.shape)
-    _calls[key] = _calls.get(key, 0) + 1
-    return y + 1.0 if _calls[key] == 1 else y.clone()
-
-
-@first_call_wrong.register_fake
-def _(y):
-    return torch.empty_like(y)
-"""
-_FIRST_CALL_PASS = plants.graph_pass(
-    "FirstCallWrong",
-    """
-    for node in list(graph.nodes):
-        if node.target in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
-            with graph.inserting_after(node):
-                once = graph.call_function(torch.ops.gemmguard_plant.first_call_wrong.default, (node,))
-            node.replace_all_uses_with(once)
-            once.args = (node,)
-            once.meta["val"] = node.meta["val"]
-    """,
-)
 FIRST_CALL_WRONG = plants.planted_backend(
     "first-call-wrong",
-    plants.GraphPass(_FIRST_CALL_PASS.name, _FIRST_CALL_WRONG + "\n\n" + _FIRST_CALL_PASS.source),
-    # The plant's own step after the GEMM is this backend's too.
-    members="def claims(self, launch):\n        return super().claims(launch) or 'first_call_wrong' in launch.name",
+    plants.step_after_gemms(
+        "FirstCallWrong",
+        "first_call_wrong",
+        """
+        key = tuple(y.shape)
+        _calls[key] = _calls.get(key, 0) + 1
+        return y + 1.0 if _calls[key] == 1 else y.clone()
+        """,
+        preamble="_calls = {}",
+        ops=("mm", "addmm"),
+    ),
+    members=plants.claims_step("first_call_wrong"),  # the step after the GEMM is this backend's too
 )
 
 

@@ -4,7 +4,8 @@ Most plants are one real Inductor post-grad pass on the real ATen backend, eithe
 (planted_backend: a name to run beside the real ones) or in the aten backend itself (patched_aten: a pull
 request's or a user's conftest, which the run's own aten obeys); graph_pass and shift_gemms write the pass.
 UPCAST_GEMMS_CONFTEST and WRONG_ATEN serve the gate's tests (tests/test_github.py) and the workflow runs
-(tests/test_workflows.py) among others; AUTOTUNE_LOG_CONFTEST tests/test_kernel_cache.py too."""
+(tests/test_workflows.py) among others; AUTOTUNE_LOG_CONFTEST tests/test_kernel_cache.py too. step_after_gemms
+puts a Python step after each GEMM, for defects that depend on how the compiled code runs rather than on the case."""
 
 import hashlib
 import re
@@ -64,6 +65,49 @@ def shift_gemms(name: str, by: float, ops: tuple[str, ...] = ("mm", "addmm", "bm
                 shifted.args = (node, {by!r})
         """,
     )
+
+
+def step_after_gemms(
+    name: str, step: str, body: str, *, preamble: str = "", ops: tuple[str, ...] = ("mm", "addmm", "bmm", "baddbmm")
+) -> GraphPass:
+    """The pass `name` that follows every GEMM of `ops` (aten op names) with the custom op `gemmguard_plant::<step>`:
+    Python the compiled code calls each time it runs, so it can read the run's state (OpenMP's, a call count).
+    `body` is the op's source, a function of the GEMM's result `y` returning the result to use (never `y` itself:
+    a custom op returns a new tensor); `preamble` is source it needs (imports come through planted_backend). The
+    backend must claim the step's launch as its own (`claims_step`)."""
+    # The op first and what it needs after it (read when the op runs): a conftest's imports then end as ruff wants.
+    op = f"""@torch.library.custom_op("gemmguard_plant::{step}", mutates_args=())
+def {step}(y: torch.Tensor) -> torch.Tensor:
+{textwrap.indent(textwrap.dedent(body).strip(), "    ")}
+
+
+@{step}.register_fake
+def _(y):
+    return torch.empty_like(y)
+
+
+{textwrap.dedent(preamble).strip()}
+"""
+    plant = graph_pass(
+        name,
+        f"""
+        gemms = tuple(getattr(torch.ops.aten, op).default for op in {ops!r})
+        for node in list(graph.nodes):
+            if node.target in gemms:
+                with graph.inserting_after(node):
+                    stepped = graph.call_function(torch.ops.gemmguard_plant.{step}.default, (node,))
+                node.replace_all_uses_with(stepped)
+                stepped.args = (node,)
+                stepped.meta["val"] = node.meta["val"]
+        """,
+    )
+    return GraphPass(plant.name, op + "\n\n" + plant.source)
+
+
+def claims_step(step: str) -> str:
+    """The backend member (planted_backend's `members`) that counts a step_after_gemms launch as the backend's own
+    kernel: the planted kernel is the GEMM and the step after it."""
+    return f"def claims(self, launch):\n        return super().claims(launch) or {step!r} in launch.name"
 
 
 def planted_backend(
