@@ -8,7 +8,8 @@ outcome by its type, never by searching a message.
     ├── BackendUnavailable    the backend cannot run on this machine at all (the probe's reason and fix)
     ├── CompileTimeout        a compile or run went past --gemm-compile-timeout
     ├── BackendCrashed        the backend raised while compiling or running a case (not a size problem)
-    │   └── CaseKilledProcess the case killed the compile-ahead worker that ran it first (segfault, bad CUDA context)
+    │   ├── CaseKilledProcess the case killed the compile-ahead worker that ran it first (segfault, bad CUDA context)
+    │   └── BackendRefused    Inductor found no valid choice for a case the backend takes (Backend.takes): a bug
     ├── UserCodeError         the test's own function raised, returned no tensor, or a result NaN/inf everywhere
     │   ├── NothingVerified   a `@gemm_case` test returned without calling gemm.check()
     │   └── CaseTooLarge      the test asked for a case that needs more memory than is free (--gemm-memory-limit)
@@ -42,10 +43,14 @@ class BaselineError(GemmguardError):
 class Unsupported(GemmguardError):
     """The backend did not run its own kernel for this case (fallback, no valid choice, no GEMM)."""
 
-    def __init__(self, backend: str, reason: str, every_of: int | None = None, settled: bool = True) -> None:
+    def __init__(
+        self, backend: str, reason: str, every_of: int | None = None, settled: bool = True, no_choice: bool = False
+    ) -> None:
         # every_of: the whole test was unsupported, for all this many examples (reason: the commonest one).
         # settled: another compile of the case would find the same (False: its choices all failed to build or
         # run, which a busy machine can cause): only a settled verdict of a compile-ahead worker is taken as is.
+        # no_choice: Inductor raised NoValidChoicesError (a refusal, not a fallback): for a case the backend
+        # takes, a bug (run/check.py makes it BackendRefused).
         if every_of is None:
             text = f"unsupported by {backend} for this case: {reason}"
         else:
@@ -54,6 +59,7 @@ class Unsupported(GemmguardError):
         self.backend = backend
         self.reason = reason
         self.settled = settled
+        self.no_choice = no_choice
 
 
 class BackendUnavailable(GemmguardError):
@@ -71,6 +77,8 @@ class CompileTimeout(GemmguardError):
 class BackendCrashed(GemmguardError):
     """The backend raised while compiling or running a case. The size of the case has nothing to do with
     it as far as anyone knows, so it is reported at once with the exception, not shrunk for minutes."""
+
+    kind = "raises"  # the known-failures kind that describes it
 
     def __init__(self, backend: str, exc: BaseException) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -110,6 +118,24 @@ class CaseKilledProcess(BackendCrashed):
                                 "the test process did not run it")  # fmt: skip
         self.backend = backend
         self.exc_type = "CaseKilledProcess"
+
+
+class BackendRefused(BackendCrashed):
+    """Inductor found no valid choice for a case the backend takes (its templates take every such GEMM:
+    `Backend.takes`). Not "unsupported": the backend was asked for a GEMM it has kernels for and offered none,
+    which is how a filter that is wrong for some sizes, or templates that all fail to build, show. Reported at
+    once like a crash (the known-failures kind `refuses`), with what the backend took in this run beside it."""
+
+    kind = "refuses"
+
+    def __init__(self, backend: str, case: str, op: str, reason: str, takes: str, took: list[str]) -> None:
+        GemmguardError.__init__(self, f"{backend} refused {case}: {reason}; a refusal of a case it takes ({takes})")
+        self.backend = backend
+        self.exc_type = "BackendRefused"
+        if took:
+            self.add_note(f"gemmguard: {backend} ran its own kernel on other {op} cases in this run: {'; '.join(took)}")
+        else:
+            self.add_note(f"gemmguard: {backend} had run no other {op} case in this run")
 
 
 class UserCodeError(GemmguardError):

@@ -276,6 +276,7 @@ def one_entry(tmp_path, **keys) -> kn.KnownFailures:
         (dict(versions='{ triton = "" }'), dict(versions={"triton": "3.6.0"}), dict(versions={"triton": None})),
         (dict(kind='"wrong-result"'), {}, dict(kind="raises")),
         (dict(kind='"raises"'), dict(kind="raises"), dict(kind="wrong-result")),
+        (dict(kind='"refuses"'), dict(kind="refuses"), dict(kind="raises")),
         (dict(route='"nvgemm"'), dict(route="nvgemm"), dict(route="quack")),
     ],
     ids=lambda v: "-".join(f"{k}={v[k]}" for k in v) or "base" if isinstance(v, dict) else None,

@@ -426,3 +426,64 @@ def test_softmax(gemm):
     result = pytester.runpytest_inprocess(*args)
     result.assert_outcomes(failed=1, passed=1)
     assert "gemmguard: drops-specials produced a wrong result" in result.stdout.str()
+
+
+# A refusal that is a bug (issue 40): Inductor offers no choice at all for a GEMM the backend takes, here where K is a
+# prime far above M and N (on an H100, torch 2.11, Triton refused 23 of 25 such bf16/fp16 mms though its templates
+# take every one). The plant empties autotuning's choice list at Inductor's selection, only while its backend is the
+# one compiling (prepare/undo), so Inductor raises NoValidChoicesError as it does for a real refusal.
+REFUSES_PRIME_K = plants.planted_backend(
+    "refuses-prime-k",
+    plants.graph_pass("NoPass", "pass"),
+    imports="from torch._inductor import select_algorithm\n",
+    members="""def prepare(self):
+        ACTIVE.append(True)
+        return ACTIVE.clear""",
+) + '''
+
+ACTIVE = []
+
+
+def refuse_prime_k(choices):
+    if not ACTIVE or not choices or len(choices[0].input_nodes) > 3:  # mm, addmm, bmm, baddbmm: not scaled_mm
+        return choices
+    a, b = choices[0].input_nodes[-2:]
+    m, k, n = int(a.get_size()[-2]), int(a.get_size()[-1]), int(b.get_size()[-1])
+    prime = k > 2 and all(k % d for d in range(2, int(k**0.5) + 1))
+    return [] if prime and k > 8 * max(m, n) else choices
+
+
+select_algorithm.add_preprocessing_fn(refuse_prime_k)
+'''
+
+
+@pytest.mark.parametrize("workers", ["0", "auto"])
+def test_a_refusal_of_a_case_the_backend_takes_fails_and_a_known_entry_of_kind_refuses_explains_it(pytester, workers):
+    pytester.makeconftest(REFUSES_PRIME_K)
+    pytester.makepyfile(DEFAULT_SPACE_TEST)
+    args = ("--gemm-seed=1", "-p", "no:cacheprovider", f"--gemm-compile-workers={workers}")
+    result = pytester.runpytest_inprocess("--gemm-backends=refuses-prime-k,aten", *args)
+    result.assert_outcomes(failed=1, passed=1)  # the clean aten passes the same draws
+    out = result.stdout.str()
+    found = re.search(r"refuses-prime-k refused (\w+) (\d+)×(\d+)×(\d+)(?:×(\d+))? .*NoValidChoicesError", out)
+    assert found, out
+    dims = [int(d) for d in found.groups()[1:] if d]
+    m, n, k = dims[-3:]
+    assert k > 8 * max(m, n) and all(k % d for d in range(2, int(k**0.5) + 1)), found.group(0)
+    assert "a refusal of a case it takes (Inductor offers ATen's call for every float mm" in out, out
+    op = found.group(1)  # what it took before, as evidence
+    assert f"ran its own kernel on other {op} cases in this run" in out or f"had run no other {op} case" in out, out
+    # An entry of kind "refuses" describing the mechanism makes it a known failure; kind "raises" does not.
+    for kind, outcome in (("refuses", {"xfailed": 1}), ("raises", {"failed": 1})):
+        pytester.makefile(".toml", known=f"""
+[[known]]
+id = "planted-prime-k-refusal"
+backend = "refuses-prime-k"
+kind = "{kind}"
+k = ">=17"
+versions = {{ torch = ">=2.0" }}
+link = "https://example.com/planted"
+reason = "no choice where K is a prime far above M and N"
+""")
+        again = pytester.runpytest_inprocess("--gemm-backends=refuses-prime-k", "--gemm-known=known.toml", *args)
+        again.assert_outcomes(**outcome)

@@ -22,6 +22,7 @@ class Reply:
     candidates: tuple[dict, ...] = ()  # the autotune candidates its compile judged (CandidateResult.to_json)
     fn: bool = False  # it compiled the test's own function (travel.py), not the case's own GEMM
     settled: bool = False  # unsupported for a reason every compile of the case meets (Unsupported.settled)
+    no_choice: bool = False  # unsupported because Inductor found no valid choice (Unsupported.no_choice)
     compile_s: float | None = None  # the worker's own time on it: compile, autotuning, its checks
     # Added by the pool:
     ahead_s: float | None = None  # from the job's start to its reply, as the pool saw it

@@ -125,7 +125,7 @@ def worker_main() -> int:
         compiler.dynamic = bool(job.get("dynamic", False))
         compiler.timeout_s = float(job.get("timeout_s") or 0)
         started = time.perf_counter()
-        status, detail, judged, settled = "ok", "", (), False
+        status, detail, judged, settled, no_choice = "ok", "", (), False, False
         try:
             if share:  # the pool chose this worker's compile threads: a backend may need more
                 wanted = job_threads(share, resolve_backend(job).parallel_builds())
@@ -139,14 +139,15 @@ def worker_main() -> int:
             # What this compile's autotuning judged: the test process's cache-hit compile takes these.
             judged = tuple(c.to_json() for c in candidates.judged_for(record, repr(GemmCase(**job["case"]))))
         except Unsupported as exc:
-            status, detail, settled = "unsupported", exc.reason, exc.settled
+            status, detail, settled, no_choice = "unsupported", exc.reason, exc.settled, exc.no_choice
         except CompileTimeout as exc:
             status, detail = "timeout", str(exc)
         except Exception as exc:
             status = "fatal" if fatal_cuda(exc) else "error"
             detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
         took = round(time.perf_counter() - started, 3)
-        reply = Reply(status, detail, judged, fn=bool(job.get("fn")), settled=settled, compile_s=took)
+        fn = bool(job.get("fn"))
+        reply = Reply(status, detail, judged, fn=fn, settled=settled, no_choice=no_choice, compile_s=took)
         print(json.dumps(reply.to_json()), file=proto)
         if status == "fatal":
             return 3  # this process's CUDA context is gone; the pool starts a new worker

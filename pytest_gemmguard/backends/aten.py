@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .base import Backend, Probe
+from typing import Any
+
+from .base import Backend, Probe, float_gemm
 from .provenance import LIBRARY_GEMMS, KernelLaunch
 
 
@@ -19,6 +21,12 @@ class AtenBackend(Backend):
         import torch
 
         return Probe(True, detail=f"{self.device()}, torch {torch.__version__}")
+
+    def takes(self, case: Any) -> str | None:
+        # Inductor always offers the extern ATen call as a choice for a float GEMM it lowers.
+        if float_gemm(case):
+            return "Inductor offers ATen's call for every float mm, addmm, bmm, baddbmm"
+        return None
 
     def claims(self, launch: KernelLaunch) -> bool:
         if launch.kind == "vendor":

@@ -103,6 +103,14 @@ class Backend:
         see. The case is then unsupported without a compile (never a pass: no kernel of it ran)."""
         return None
 
+    def takes(self, case: Any) -> str | None:
+        """Optional: when every GEMM like the case's (a GemmCase) is one this backend has kernels for, the rule
+        that says so, in a few words (Inductor's Triton templates take every float mm); else None. A case it
+        takes that Inductor then finds no valid choice for is a finding (errors.BackendRefused), not
+        "unsupported". Name only what the backend takes at every size and layout: a rule too wide turns a
+        legitimate refusal into a false red."""
+        return None
+
     def refusals(self) -> list[str]:
         """Optional: why this backend's own route left GEMMs to another backend in the compiles since
         `forget_refusals` (a route that swaps in a kernel of its own knows; Inductor's backends do not)."""
@@ -119,6 +127,16 @@ class Backend:
     def describe_kernel(self, launch: KernelLaunch) -> str:
         """Optional: which of this backend's templates or kernels `launch` is (for reports)."""
         return launch.name
+
+
+FLOAT_GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm", "linear")
+FLOAT_GEMM_DTYPES = ("float32", "tf32", "float16", "bfloat16")
+
+
+def float_gemm(case: Any) -> bool:
+    """Whether the case is a plain float GEMM (mm, addmm, bmm, baddbmm, linear in float32, TF32, float16 or
+    bfloat16), not a scaled fp8 one: what Inductor's ATen call and Triton templates take at every size (takes)."""
+    return case.op in FLOAT_GEMM_OPS and case.dtype in FLOAT_GEMM_DTYPES
 
 
 def cuda_probe(min_capability: tuple[int, int] = (7, 0)) -> Probe | None:

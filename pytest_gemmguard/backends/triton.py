@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from .._compat import inductor
-from .base import Backend, Probe, cuda_probe, gpu_detail, missing_module
+from .base import Backend, Probe, cuda_probe, float_gemm, gpu_detail, missing_module
 from .provenance import KernelLaunch
 from .settings import backend_env
 
@@ -80,6 +80,13 @@ class TritonBackend(Backend):
         if inductor.has_config("triton.enable_persistent_tma_matmul"):
             options["triton.enable_persistent_tma_matmul"] = backend_env("GEMMGUARD_TRITON_TMA", True)
         return options
+
+    def takes(self, case: Any) -> str | None:
+        # Inductor offers its mm/bmm templates for every float16, bfloat16 and float32 layout on a GPU, with any
+        # strides, and lowers addmm, baddbmm and linear through them (torch 2.11-2.13, kernel/mm.py, bmm.py).
+        if float_gemm(case):
+            return "Inductor's Triton templates take every float16, bfloat16 and float32 mm, addmm, bmm, baddbmm"
+        return None
 
     def claims(self, launch: KernelLaunch) -> bool:
         # Template kernels are named triton_tem_*; triton_poi/red/per kernels are pointwise or

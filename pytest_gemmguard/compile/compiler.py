@@ -365,7 +365,7 @@ def run_checked(compiled: CompiledGemm, inputs: Sequence[Any]) -> tuple[Any, Cal
             raise Unsupported(compiled.backend.name, refused.reason) from None
         if inductor.is_no_valid_choices(chain):
             reason, settled = "Inductor found no valid choice (NoValidChoicesError)", inductor.no_choice_existed(chain)
-            raise Unsupported(compiled.backend.name, reason, settled=settled) from None
+            raise Unsupported(compiled.backend.name, reason, settled=settled, no_choice=True) from None
         raise BackendCrashed(compiled.backend.name, chain[-1]) from exc
     reason = no_own_kernel_reason(record.graphs, compiled.backend.name)
     if reason is not None:

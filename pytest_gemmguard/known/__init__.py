@@ -38,9 +38,10 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
                                                 #   package that is not installed never matches. Open from
                                                 #   the first version seen until a release is seen fixed
     kind = "wrong-result"                       # required: wrong-result | wrong-with-fewer-threads | raises |
-                                                #   any; wrong-with-fewer-threads: right as compiled, wrong
-                                                #   when OpenMP ran each parallel region on one thread (the
-                                                #   CPU check of --gemm-fewer-threads)
+                                                #   refuses | any; wrong-with-fewer-threads: right as
+                                                #   compiled, wrong when OpenMP ran each parallel region on
+                                                #   one thread (the CPU check of --gemm-fewer-threads);
+                                                #   refuses: no valid choice for a case the backend takes
     link = "docs/findings.md#some-anchor"       # required: http(s) URL, or a path relative to this file
                                                 #   (the shipped file: public URLs only)
     reason = "what the bug is, in one line"     # required

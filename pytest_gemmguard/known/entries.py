@@ -12,8 +12,10 @@ from typing import Any
 # "wrong-with-fewer-threads": right as compiled, wrong once OpenMP gave the kernel fewer threads
 # (crosscheck/threads.py).
 FEWER_THREADS = "wrong-with-fewer-threads"
-KINDS = ("wrong-result", FEWER_THREADS, "raises", "any")
-FAILURE_KINDS = ("wrong-result", FEWER_THREADS, "raises")  # what a runner reports; "any" exists only in the file
+REFUSES = "refuses"  # Inductor found no valid choice for a case the backend takes (errors.BackendRefused)
+KINDS = ("wrong-result", FEWER_THREADS, "raises", REFUSES, "any")
+# What a runner reports; "any" exists only in the file.
+FAILURE_KINDS = ("wrong-result", FEWER_THREADS, "raises", REFUSES)
 REQUIRED = ("id", "backend", "versions", "kind", "link", "reason")
 SIZE_KEYS = ("m", "n", "k", "batch")
 # `seen` and `seen_right`: the evidence an entry carries (cases described as reports describe them: the cases it

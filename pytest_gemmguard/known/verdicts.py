@@ -82,7 +82,7 @@ class Record:
         """The backend ran its own kernel on the case, right or wrong (not unsupported, not a crash): what a
         refusal on the head would lose."""
         outcome = self.outcome(test, case)
-        return outcome is not None and outcome != UNSUPPORTED and outcome != "raises"
+        return outcome is not None and outcome not in (UNSUPPORTED, "raises", "refuses")
 
     def merge(self, other: Record) -> None:
         for row in other.results.values():

@@ -27,7 +27,15 @@ from ..compile import candidates
 from ..compile.candidates import CandidateResult
 from ..compile.compiler import CallRecord, run_checked
 from ..crosscheck import confirm, differential, threads
-from ..errors import CandidateMismatch, CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
+from ..errors import (
+    BackendRefused,
+    CandidateMismatch,
+    CaseKilledProcess,
+    CompileTimeout,
+    GemmMismatch,
+    Unsupported,
+    UserCodeError,
+)
 from ..oracle.function import bound as fn_bound
 from ..report import repro
 from ..report.failure import candidate_report, failure_report
@@ -36,6 +44,10 @@ if TYPE_CHECKING:
     from ..ahead.reply import Reply
     from .example import Example
     from .session import GemmSession
+
+
+# How many cases of an op and dtype a backend ran are kept to show beside a refusal of one (BackendRefused).
+TOOK_SHOWN = 3
 
 
 @dataclass
@@ -81,6 +93,7 @@ def check(session: GemmSession, example: Example, fn: Callable[..., Any] | None)
             # unsupported, never failed: no kernel of the backend ran, so none was wrong.
             fallback = backend.fallback
             if not fallback or not backends.probe(fallback).available:
+                _refused_if_taken(session, example, backend, fn, first)
                 session.tally.note_unsupported(example.backend, first.reason)
                 raise
             try:
@@ -89,6 +102,19 @@ def check(session: GemmSession, example: Example, fn: Callable[..., Any] | None)
                 reason = f"{first.reason}; {fallback}: {second.reason}"
                 session.tally.note_unsupported(example.backend, reason)
                 raise Unsupported(example.backend, reason) from None
+
+
+def _refused_if_taken(
+    session: GemmSession, example: Example, backend: backends.Backend, fn: Callable[..., Any] | None, exc: Unsupported
+) -> None:
+    """Raise BackendRefused where Inductor found no valid choice for the case's own GEMM and the backend takes every
+    GEMM like it (Backend.takes): that refusal is a bug of the backend, not a case outside it. A test's own
+    function may compute in any dtype or hold no GEMM, so its refusals stay "unsupported"."""
+    takes = backend.takes(example.case) if fn is None and exc.no_choice else None
+    if takes:
+        case = example.case
+        took = session.taken.get((backend.name, case.op), [])
+        raise BackendRefused(backend.name, case.describe(), case.op, exc.reason, takes, took) from None
 
 
 def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | None, backend: backends.Backend):
@@ -103,7 +129,8 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     own, ref = _references(example, fn)
     learnt = _learn_ahead(session, example, backend, fn)
     if worker_found_unsupported(learnt, fn):
-        raise Unsupported(backend.name, learnt.detail or "no kernel of the backend ran (compile-ahead worker)")
+        detail = learnt.detail or "no kernel of the backend ran (compile-ahead worker)"
+        raise Unsupported(backend.name, detail, no_choice=learnt.no_choice)
     compiled, out, record = _compile_and_run(session, example, backend, ref, learnt)
     seen, from_worker = _candidates_seen(session, example, record, learnt)
     # A worker that could not have the test's own function judged the candidates of the case's own GEMM: they are
@@ -117,6 +144,9 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     example.judged_right += (*(r.name for r in seen if r.checked and not r.wrong), *cleared)
     counts = session.tally.of(example.backend)
     counts.verified += 1
+    took = session.taken.setdefault((backend.name, example.case.op), [])
+    if len(took) < TOOK_SHOWN:
+        took.append(example.case.describe())
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         counts.fused += 1
     counts.check_s += time.perf_counter() - started
@@ -257,7 +287,7 @@ def _compile_and_run(
             # the worker's reason is the fuller one (an own-kernel route's "its kernel refused: ...").
             told = learnt.detail if learnt is not None and learnt.status == "unsupported" else ""
             if told.startswith(exc.reason) and told != exc.reason:
-                raise Unsupported(exc.backend, told) from None
+                raise Unsupported(exc.backend, told, settled=exc.settled, no_choice=exc.no_choice) from None
             raise
         finally:  # where the time went (report/table.py): an unsupported or failed case's compile counts too
             session.tally.of(example.backend).compile_s += session.compiler.stats["compile_s"] - compiling_before

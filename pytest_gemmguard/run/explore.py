@@ -22,6 +22,7 @@ from .._compat import hypothesis as hypothesis_compat
 from ..ahead.worker import fatal_cuda
 from ..errors import (
     BackendCrashed,
+    BackendRefused,
     CaseKilledProcess,
     CompileTimeout,
     GemmMismatch,
@@ -80,7 +81,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             if near:
                 exc.add_note(near)
             return None
-        if kind != "raises":  # a wrong result: check() counted it before the file was consulted
+        if isinstance(exc, GemmMismatch):  # a wrong result: check() counted it before the file was consulted
             session.tally.of(backend).failed -= 1
         session.tally.of(backend).xfailed += 1
         return f"known failure {entry.id}" if entry is not None else "pre-existing failure (the base failed it too)"
@@ -129,14 +130,14 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 verdict = "FAILED (wrong result; kept going for --gemm-verdicts)"
             outcome["ran"] += 1
         except STOPS as exc:
-            verdict = known(example, "raises", exc) if isinstance(exc, BackendCrashed) else None
+            verdict = known(example, exc.kind, exc) if isinstance(exc, BackendCrashed) else None
             if verdict is None and isinstance(exc, BackendCrashed) and judge.keeps_going:
-                note(case, "raises")
+                note(case, exc.kind)
                 judge.keep(exc, case.describe())
                 verdict = f"FAILED ({type(exc).__name__}: {headline(exc, 200)}; kept going for --gemm-verdicts)"
             elif verdict is None:
                 if isinstance(exc, BackendCrashed):
-                    note(case, "raises")
+                    note(case, exc.kind)
                 stopped.append((exc, case))
                 verdict = f"FAILED ({type(exc).__name__}: {headline(exc, 200)})"  # shown at once, like a wrong result
             else:
@@ -252,7 +253,10 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         exc, case = stopped[0]
         if isinstance(exc, KeyboardInterrupt):
             raise KeyboardInterrupt from None  # outside Hypothesis: no "Failing explicit example" epitaph
-        exc.add_note(f"gemmguard: on {case.describe()} ({case!r}); not shrunk: this outcome does not depend on size")
+        why = "this outcome does not depend on size"
+        if isinstance(exc, BackendRefused):
+            why = "a refusal is reported where it is first seen"
+        exc.add_note(f"gemmguard: on {case.describe()} ({case!r}); not shrunk: {why}")
         raise exc
     judge.finish()
     if outcome["ran"] == 0 and outcome["unsupported"]:

@@ -47,6 +47,7 @@ class GemmSession:
         self.record: Any = None  # verdicts.Record this run writes (--gemm-verdicts), or None
         self.pool: Any = None  # ahead.pool.AheadPool, started by the first test that uses it
         self.plans: dict = {}  # (test id, backend) -> plan.Plan, made once per session
+        self.taken: dict[tuple[str, str], list[str]] = {}  # (backend, op) -> the first few cases it ran
         self.confirmations: dict = {}  # (case, backend, candidate) -> what crosscheck/confirm.py's compile returned
         self._gpu_free: dict[str, int | None] = {}  # device -> free bytes when compile-ahead was first sized
 
