@@ -432,14 +432,16 @@ def test_softmax(gemm):
 # prime far above M and N (on an H100, torch 2.11, Triton refused 23 of 25 such bf16/fp16 mms though its templates
 # take every one). The plant empties autotuning's choice list at Inductor's selection, only while its backend is the
 # one compiling (prepare/undo), so Inductor raises NoValidChoicesError as it does for a real refusal.
-REFUSES_PRIME_K = plants.planted_backend(
-    "refuses-prime-k",
-    plants.graph_pass("NoPass", "pass"),
-    imports="from torch._inductor import select_algorithm\n",
-    members="""def prepare(self):
+REFUSES_PRIME_K = (
+    plants.planted_backend(
+        "refuses-prime-k",
+        plants.graph_pass("NoPass", "pass"),
+        imports="from torch._inductor import select_algorithm\n",
+        members="""def prepare(self):
         ACTIVE.append(True)
         return ACTIVE.clear""",
-) + '''
+    )
+    + """
 
 ACTIVE = []
 
@@ -454,7 +456,8 @@ def refuse_prime_k(choices):
 
 
 select_algorithm.add_preprocessing_fn(refuse_prime_k)
-'''
+"""
+)
 
 
 @pytest.mark.parametrize("workers", ["0", "auto"])
@@ -475,7 +478,9 @@ def test_a_refusal_of_a_case_the_backend_takes_fails_and_a_known_entry_of_kind_r
     assert f"ran its own kernel on other {op} cases in this run" in out or f"had run no other {op} case" in out, out
     # An entry of kind "refuses" describing the mechanism makes it a known failure; kind "raises" does not.
     for kind, outcome in (("refuses", {"xfailed": 1}), ("raises", {"failed": 1})):
-        pytester.makefile(".toml", known=f"""
+        pytester.makefile(
+            ".toml",
+            known=f"""
 [[known]]
 id = "planted-prime-k-refusal"
 backend = "refuses-prime-k"
@@ -484,6 +489,7 @@ k = ">=17"
 versions = {{ torch = ">=2.0" }}
 link = "https://example.com/planted"
 reason = "no choice where K is a prime far above M and N"
-""")
+""",
+        )
         again = pytester.runpytest_inprocess("--gemm-backends=refuses-prime-k", "--gemm-known=known.toml", *args)
         again.assert_outcomes(**outcome)
