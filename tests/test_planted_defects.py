@@ -232,6 +232,48 @@ def test_a_defect_of_aliased_operands_is_found_by_the_default_space_and_the_clea
     _replay_fails_again(pytester, out, "wrong-aliased")
 
 
+# Wrong only where one tensor is both operands (`x @ x`, `bmm(x, x)`: one graph input read twice; pytorch#156412), not
+# where B is a view of A (`x @ x.T`).
+SELF_OPERAND = plants.planted_backend(
+    "wrong-self-operand",
+    plants.shift_gemms(
+        "SkewSelfOperand", 1.0, ops=("mm", "addmm", "bmm", "baddbmm"), when="node.args[-2] is node.args[-1]"
+    ),
+)
+
+# Wrong only where the residual added after a GEMM is the GEMM's own A (`linear(x, w) + x`; pytorch#149475's fused
+# linear+add on one tensor): the add reads a graph input that a GEMM of the graph reads as A.
+RESIDUAL_IS_A = plants.planted_backend(
+    "wrong-residual-is-a",
+    plants.graph_pass(
+        "SkewResidualIsA",
+        """
+        gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+                 torch.ops.aten.baddbmm.default)
+        a_inputs = {node.args[-2] for node in graph.nodes if node.target in gemms}
+        for node in list(graph.nodes):
+            if node.target is torch.ops.aten.add.Tensor and node.args[1] in a_inputs:
+                with graph.inserting_after(node):
+                    skewed = graph.call_function(torch.ops.aten.add.Tensor, (node, 1.0))
+                node.replace_all_uses_with(skewed)
+                skewed.args = (node, 1.0)
+        """,
+    ),
+)
+
+
+@pytest.mark.parametrize("plant", ["wrong-self-operand", "wrong-residual-is-a"])
+def test_one_tensor_as_both_operands_or_as_the_residual_is_found_by_the_default_space(pytester, plant):
+    out = _default_space_finds(pytester, SELF_OPERAND + RESIDUAL_IS_A, plant)
+    (failing,) = re.findall(r"GemmCase\((op='\w+'.*?)\)\n", out)
+    assert "layout='aliased'" in failing, failing
+    m, n, k = map(int, re.search(r"m=(\d+), n=(\d+), k=(\d+)", failing).groups())
+    assert m == n == k, failing  # B is A itself, not A transposed
+    if plant == "wrong-residual-is-a":
+        assert "residual" in re.search(r"epilogue='([^']+)'", failing).group(1), failing
+    _replay_fails_again(pytester, out, plant)
+
+
 # Right only when OpenMP gives its parallel regions every thread (issue 40, the CPU's environment; pytorch#168965: a
 # CPP GEMM kernel built for N threads skipped tiles when another library left it fewer): after each GEMM a step of
 # the planted kernel zeroes the rows a missing thread would have written. It reads OpenMP's own state, not
@@ -460,7 +502,7 @@ select_algorithm.add_preprocessing_fn(refuse_prime_k)
 )
 
 
-@pytest.mark.parametrize("workers", ["0", "auto"])
+@pytest.mark.parametrize("workers", ["0", "1"])  # in the test process; in a compile-ahead worker
 def test_a_refusal_of_a_case_the_backend_takes_fails_and_a_known_entry_of_kind_refuses_explains_it(pytester, workers):
     pytester.makeconftest(REFUSES_PRIME_K)
     pytester.makepyfile(DEFAULT_SPACE_TEST)

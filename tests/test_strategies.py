@@ -116,6 +116,37 @@ def test_an_aliased_b_is_a_view_of_as_own_storage(op, batch, role):
         build_inputs(GemmCase(op, 6, 7, 9, batch, layout="aliased"), "cpu")
 
 
+@pytest.mark.parametrize(("op", "batch"), [("mm", 0), ("addmm", 0), ("bmm", 3), ("baddbmm", 2), ("linear", 0)])
+def test_a_square_aliased_case_passes_a_itself_as_b_and_as_the_residual(op, batch):
+    """x @ x and bmm(x, x) (one tensor passed twice: pytorch#156412), and a residual that is x (pytorch#149475)."""
+    case = GemmCase(op, 7, 7, 7, batch, "float16", "aliased", "relu+residual")
+    inputs = build_inputs(case, "cpu")
+    named = dict(zip(OPS[op].arg_names, inputs.args, strict=True))
+    assert named["b" if "b" in named else "w"] is named["a"]
+    assert inputs.extras["residual"] is named["a"]
+    # Not where the residual comes after a cast (another dtype), nor on a layout of its own storage.
+    cast = build_inputs(GemmCase(op, 7, 7, 7, batch, "float16", "aliased", "cast+residual"), "cpu")
+    assert cast.extras["residual"].dtype == torch.float32
+    plain = build_inputs(GemmCase(op, 7, 7, 7, batch, "float16", "contiguous", "relu+residual"), "cpu")
+    assert plain.extras["residual"].untyped_storage().data_ptr() != plain.args[-2 if op != "linear" else 0].data_ptr()
+
+
+def test_drawn_aliased_cases_are_x_at_x_transposed_and_x_at_x_and_the_tour_visits_x_at_x():
+    drawn = []
+
+    @settings(max_examples=200, database=None, deadline=None)
+    @given(cases_in(CaseSpace(layouts=("aliased",)), "cpu"))
+    def collect(case):
+        drawn.append(case)
+
+    collect()
+    square = [c for c in drawn if c.k == c.m]
+    assert all(c.m == c.n for c in drawn) and 0.2 < len(square) / len(drawn) < 0.8, (len(square), len(drawn))
+    tour = regime_tour(CaseSpace(), "cpu", 1)
+    (aliased,) = [c for c in tour if c.layout == "aliased"]
+    assert aliased.m == aliased.n == aliased.k, aliased
+
+
 def test_a_listed_shape_is_never_changed_to_take_an_aliased_b():
     spec = CaseSpace(ops=("mm",), shapes=((5, 7, 9), (6, 6, 4)))
     tour = regime_tour(spec, "cpu")

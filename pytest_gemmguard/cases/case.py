@@ -23,8 +23,10 @@ from .ops import DTYPES, OPS, STEPS, apply_chain, chain_name, gemm_out_dtype, ou
 # batch: a zero batch stride, as a weight shared across a batch by `expand` is; pytorch#179505 faulted on one while
 # autotuning). A scaled op's scales are drawn apart ("scale" storage: positive float32, not powers of two, so a
 # dropped scale shows).
-# "aliased": B is A itself, transposed (`x @ x.T`; a linear's weight is the activation), so the two operands share
-# one storage (pytorch#156412: bmm(x, x) crashed under max-autotune); it needs N = M (`aliasable`).
+# "aliased": B is A's own storage, so the two operands share it: A transposed (`x @ x.T`; a linear's weight is the
+# activation), or, where K = M too, A itself (`x @ x`, `bmm(x, x)`: pytorch#156412 crashed under max-autotune), and
+# then a residual step adds A as well (`linear(x, x) + x`: pytorch#149475's fused linear+add on one tensor). It needs
+# N = M (`aliasable`).
 # The order is the tour's (strategies.regime_tour): "broadcast" second, so the first batched op's row, at a size
 # where Inductor keeps the GEMM a GEMM, takes it; "aliased" last, so the rows before it stay as they were.
 LAYOUTS: dict[str, tuple[str, str]] = {
@@ -154,8 +156,15 @@ def operand_specs(case: GemmCase) -> dict[str, tuple[tuple[int, ...], str]]:
         "scale_a": ((case.m, 1) if rowwise else (), "scale"),
         "scale_b": ((1, case.n) if rowwise else (), "scale"),
         "epi_bias": ((case.n,), "row"),
-        "residual": (out_shape, "row"),
+        "residual": (out_shape, "aliased" if _residual_is_a(case) else "row"),
     }
+
+
+def _residual_is_a(case: GemmCase) -> bool:
+    """An aliased case whose residual can be A itself: the same shape (K = M = N) and dtype (no cast before it)."""
+    if case.layout != "aliased" or "residual" not in case.steps or not case.k == case.m == case.n:
+        return False
+    return DTYPES[role_dtypes(case)["residual"]] == DTYPES[case.dtype]
 
 
 def input_roles(case: GemmCase) -> tuple[list[str], list[str]]:
@@ -177,13 +186,16 @@ def role_dtypes(case: GemmCase) -> dict[str, str]:
 
 
 def alias_operands(roles: list[str], tensors: list) -> list:
-    """An aliased case's B made from A's own storage: `b` is A transposed (a view), a linear's `w` is A itself
-    (the same tensor twice); every other operand as made."""
+    """An aliased case's operands made from A's own storage: `b` is A itself where A is square (`x @ x`: one tensor
+    passed twice), else A transposed (a view); a linear's `w` is A itself; a `residual` left unmade is A; every
+    other operand as made."""
     made = dict(zip(roles, tensors, strict=True))
+    a = made["a"]
     if "b" in made and made["b"] is None:
-        made["b"] = made["a"].transpose(-1, -2)
-    if "w" in made and made["w"] is None:
-        made["w"] = made["a"]
+        made["b"] = a if a.shape[-1] == a.shape[-2] else a.transpose(-1, -2)
+    for role in ("w", "residual"):
+        if role in made and made[role] is None:
+            made[role] = a
     return [made[r] for r in roles]
 
 

@@ -22,7 +22,7 @@ from typing import TypeVar
 from hypothesis import strategies as st
 
 from .case import LAYOUTS, GemmCase, aliasable, takes_values
-from .ops import OPS, STEPS, chain_name, default_dtypes, op_takes, shape_fits
+from .ops import OPS, STEPS, chain_name, default_dtypes, op_takes, parse_chain, shape_fits
 from .space import CaseSpace, case_space, valid_ops, values_of
 
 T = TypeVar("T")
@@ -118,8 +118,10 @@ def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[
         dtype = data(st.sampled_from(sorted({d for d, _ in allowed}, key=dtypes_.index)))
         kinds = values_ if not OPS[op].scaled else ["normal"]
         layout, values = data(st.sampled_from(_layouts_and_values([lay for d, lay in allowed if d == dtype], kinds)))
-        if not shapes and not aliasable(layout, m, n):
-            m = n = max(m, n)
+        if not shapes and layout == "aliased":
+            m = n = max(m, n)  # B is A transposed: M and N meet at the larger
+            if data(st.booleans()):  # or B is A itself (x @ x, a residual that is x): K meets them too
+                k = m
         if not takes_values(op, values, m, n):
             if "normal" in values_ or shapes:  # a listed shape is kept (case_space refused one too small)
                 values = "normal"
@@ -222,8 +224,8 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
         layout = _first_unvisited([lay for lay in fits if op_takes(op, dtype, lay)], seen_layouts, i)
         seen_dtypes.add(dtype)
         seen_layouts.add(layout)
-        if not aliasable(layout, m, n):  # a drawn size: B is A transposed, so M and N meet at the larger
-            m = n = max(m, n)
+        if layout == "aliased" and not space.shapes:  # a drawn size: B is A itself (x @ x), so M, N and K meet
+            m = n = k = max(m, n)
         # Each special kind of values once, on the first rows that can hold it; the other rows ordinary numbers, or,
         # in a space of specials alone, the kinds by turns (drawn sizes then keep a clean row and column).
         specials_only = "normal" not in values
@@ -233,7 +235,10 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
         value = fresh[0] if fresh else values[i % len(values)] if specials_only else "normal"
         value = value if takes_values(op, value, m, n) else "normal"
         seen_values.add(value)
-        case = GemmCase(op, m, n, k, batch, dtype, layout, chains[i % len(chains)], seed, value)
+        chain = chains[i % len(chains)]
+        if layout == "aliased" and i >= len(chains):  # every chain had its row: add x itself as the residual too
+            chain = next((c for c in chains if "residual" in parse_chain(c) and "cast" not in parse_chain(c)), chain)
+        case = GemmCase(op, m, n, k, batch, dtype, layout, chain, seed, value)
         if case not in tour:  # a repeat would spend an example of the budget on a case already checked
             tour.append(case)
     return tour
