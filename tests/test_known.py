@@ -171,7 +171,12 @@ MALFORMED = [
     ("versions empty", entry_text(versions="{}"), "versions", "non-empty table"),
     ("version not a string", entry_text(versions="{ torch = 2.13 }"), "versions", "must be a specifier string"),
     ("bad specifier", entry_text(versions='{ torch = ">>2.13" }'), "versions", "not a PEP 440 specifier set"),
-    ("unknown kind", entry_text(kind='"wrong"'), "kind", "valid: wrong-result, wrong-with-fewer-threads, raises, any"),
+    (
+        "unknown kind",
+        entry_text(kind='"wrong"'),
+        "kind",
+        "valid: wrong-result, wrong-with-fewer-threads, wrong-when-reused-across-sizes, raises, refuses, any",
+    ),
     ("unknown cpu", entry_text(cpu='"avx3"'), "cpu", "unknown CPU capability 'avx3'; valid: default, avx2"),
     ("candidate not a name", entry_text(candidates='["triton mm"]'), "candidates", "e.g. triton_mm_persistent_tma_*"),
     ("candidates empty", entry_text(candidates="[]"), "candidates", "non-empty list"),
@@ -317,7 +322,10 @@ def test_size_conditions():
 
 
 def test_match_takes_only_real_failure_kinds(tmp_path):
-    with pytest.raises(ValueError, match="kind must be one of wrong-result, wrong-with-fewer-threads, raises"):
+    with pytest.raises(
+        ValueError,
+        match="kind must be one of wrong-result, wrong-with-fewer-threads, wrong-when-reused-across-sizes, raises, ",
+    ):
         kn.match(one_entry(tmp_path), "cpp", case(), TORCH_213, "any")
 
 
@@ -404,17 +412,19 @@ def test_an_xpass_warns_once_a_session_and_not_after_the_entry_explained_a_failu
     assert len(finish(passing(), None)) == 1  # without a session's record, each test says it (as before)
 
 
-def test_a_fewer_threads_entry_explains_only_that_kind_and_counts_only_passes_the_check_saw(tmp_path):
-    kf = one_entry(tmp_path, kind='"wrong-with-fewer-threads"')
+@pytest.mark.parametrize("kind", ["wrong-with-fewer-threads", "wrong-when-reused-across-sizes"])
+def test_a_crosscheck_entry_explains_only_its_kind_and_counts_only_passes_its_check_saw(tmp_path, kind):
+    kf = one_entry(tmp_path, kind=f'"{kind}"')
     tracker = kn.KnownTracker(kf, "cpp", TORCH_213)
-    assert tracker.note_failure(case(), "wrong-result") is None  # wrong with every thread: another bug
-    assert tracker.note_failure(case(), "wrong-with-fewer-threads") is kf.entries[0]
-    # A pass whose compiled code never ran with fewer threads says nothing about this bug: no XPASS from it.
+    assert tracker.note_failure(case(), "wrong-result") is None  # wrong as compiled for the case: another bug
+    assert tracker.note_failure(case(), kind) is kf.entries[0]
+    # A pass whose compiled code never ran that way (fewer threads, reused at another M) says nothing about this
+    # bug: no XPASS from it, nor from a pass the other check saw.
     unseen = kn.KnownTracker(kf, "cpp", TORCH_213)
-    unseen.note_pass(case())
+    unseen.note_pass(case(), also={k for k in kn.CROSSCHECK_KINDS if k != kind})
     assert unseen.xpassed() == []
     seen = kn.KnownTracker(kf, "cpp", TORCH_213)
-    seen.note_pass(case(), fewer_threads=True)
+    seen.note_pass(case(), also={kind})
     assert seen.xpassed() == [kf.entries[0]]
 
 
@@ -636,7 +646,11 @@ def test_the_shipped_nvgemm_entries_are_the_observed_cases(shipped):
     for c in (k1, case(op="mm", m=13, n=608, k=1, dtype="bfloat16", layout="transposed_a", epilogue="scale"),
               case(op="mm", m=1, n=127, k=1, dtype="bfloat16", layout="noncontiguous")):  # fmt: skip
         entry = kn.match(shipped, "cutedsl", c, NVGEMM_VERSIONS, "raises", route="nvgemm")
-        assert entry is not None and entry.id == "torch-nvgemm-k1-m-not-multiple-of-8-raises", c
+        # A strided A with K = 1 fits the K entry as well (A runs along K): either explains it
+        ids = {"torch-nvgemm-k1-m-not-multiple-of-8-raises"}
+        if c.layout == "noncontiguous":
+            ids.add("torch-nvgemm-k-not-multiple-of-8-raises")
+        assert entry is not None and entry.id in ids, c
     for unseen in (
         replace(k1, m=16),  # K = 1, M a multiple of 8 (at 16x1x1 contiguous B was named, the K entry's case)
         replace(k1, k=64),  # an M-major A with K > 1
@@ -996,3 +1010,43 @@ def test_a_report_names_the_entry_that_fits_all_but_its_versions(pytester, plugi
     assert result.ret == 1 and "FAILED test_mm.py::test_mm[aten]" in out, out[-3000:]
     assert "known failure off-by-one-before-2.0 (entry in " in out and "but for torch <2.0" in out, out[-3000:]
     assert f"installed: torch {dist_version('torch')}" in out, out[-3000:]
+
+
+def test_the_shipped_triton_refusal_entry_is_the_decompose_k_only_regime(shipped):
+    # The H100's refusals (docs/findings.md): K at least 64 times M and N, where Inductor offers decompose-K alone.
+    versions = {"torch": "2.11.0+cu130", "triton": "3.6.0"}
+    seen = [
+        case(op="mm", m=5, n=3, k=4093, dtype="bfloat16", layout="transposed_b", epilogue="gelu+silu", values="nan"),
+        case(op="mm", m=3, n=3, k=511, dtype="bfloat16", layout="offset"),
+        case(op="linear", m=1, n=1, k=347, dtype="float32", layout="noncontiguous", epilogue="gelu"),
+        case(op="linear", m=1, n=1, k=194, dtype="tf32", layout="aliased", epilogue="gelu"),
+    ]
+    for c in seen:
+        entry = kn.match(shipped, "triton", c, versions, "refuses")
+        assert entry is not None and entry.id == "torch-triton-decompose-k-only-no-split-refuses", c
+    for other in (
+        replace(seen[0], k=300),  # K < 64 M: the mm templates are offered
+        replace(seen[0], n=64),  # K < 64 N
+        replace(seen[0], op="bmm", batch=2),  # bmm has no decompose-K
+    ):
+        assert kn.match(shipped, "triton", other, versions, "refuses") is None, other
+    assert kn.match(shipped, "triton", seen[0], versions, "wrong-result") is None  # only the refusal
+    assert kn.match(shipped, "aten", seen[0], versions, "refuses") is None
+
+
+def test_the_shipped_nvgemm_entries_take_the_h100_sightings(shipped):
+    strided = case(op="mm", m=1, n=64, k=79, dtype="float16", layout="noncontiguous", epilogue="tanh+silu")
+    entry = kn.match(shipped, "cutedsl", strided, NVGEMM_VERSIONS, "raises", route="nvgemm")
+    assert entry is not None and entry.id == "torch-nvgemm-k-not-multiple-of-8-raises"
+    shared = case(op="bmm", m=31, n=1, k=64, batch=4, dtype="float16", layout="broadcast", epilogue="scale+residual")
+    entry = kn.match(shipped, "cutedsl", shared, NVGEMM_VERSIONS, "raises", route="nvgemm")
+    assert entry is not None and entry.id == "torch-nvgemm-broadcast-b-n1-raises"
+    for right in (replace(shared, layout="transposed_b"), replace(shared, n=3), replace(shared, m=5, n=3, k=4093)):
+        assert kn.match(shipped, "cutedsl", right, NVGEMM_VERSIONS, "raises", route="nvgemm") is None, right
+
+
+def test_a_size_condition_may_compare_with_a_multiple_of_another_size():
+    cond = kn.parse_size(">=64*m,>=64*n,%2==1")
+    assert cond(4093, case(m=5, n=3)) and not cond(4093, case(m=64, n=3)) and not cond(4094, case(m=5, n=3))
+    with pytest.raises(ValueError, match="a multiple of another size"):
+        kn.parse_size(">=64*q")

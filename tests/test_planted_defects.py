@@ -535,3 +535,79 @@ reason = "no choice where K is a prime far above M and N"
         )
         again = pytester.runpytest_inprocess("--gemm-backends=refuses-prime-k", "--gemm-known=known.toml", *args)
         again.assert_outcomes(**outcome)
+
+
+# A compile reused at another size (issue 40; pytorch#185773: autotuned at one M, wrong at another): in a graph
+# compiled with dynamic shapes, each GEMM's result goes through a step that remembers the first M it ran at and is
+# off by one at any other. Static compiles, gemmguard's default, never see it; only the check that compiles a share
+# of the verified cases again with dynamic shapes and runs them at another M does.
+REUSED_ACROSS_SIZES = (
+    plants.planted_backend(
+        "wrong-when-reused",
+        plants.graph_pass(
+            "SkewAnotherM",
+            """
+            gemms = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+                     torch.ops.aten.baddbmm.default)
+            for node in list(graph.nodes):
+                if node.target in gemms and isinstance(node.meta["val"].shape[-2], torch.SymInt):
+                    FIRST.append(None)
+                    with graph.inserting_after(node):
+                        stepped = graph.call_function(
+                            torch.ops.gemmguard_plant.first_m_only.default, (node, len(FIRST) - 1)
+                        )
+                    node.replace_all_uses_with(stepped)
+                    stepped.args = (node, len(FIRST) - 1)
+                    stepped.meta["val"] = node.meta["val"]
+            """,
+        ),
+        members=plants.claims_step("first_m_only"),
+    )
+    + """
+
+FIRST = []
+
+
+@torch.library.custom_op("gemmguard_plant::first_m_only", mutates_args=())
+def first_m_only(y: torch.Tensor, gemm: int) -> torch.Tensor:
+    if FIRST[gemm] is None:
+        FIRST[gemm] = y.shape[-2]
+    return y + (0.0 if y.shape[-2] == FIRST[gemm] else 1.0)
+
+
+@first_m_only.register_fake
+def _(y, gemm):
+    return torch.empty_like(y)
+"""
+)
+
+
+def test_a_compile_wrong_when_reused_at_another_size_is_found_by_the_default_space(pytester):
+    pytester.makeconftest(REUSED_ACROSS_SIZES)
+    pytester.makepyfile(DEFAULT_SPACE_TEST)
+    args = ("--gemm-seed=1", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("--gemm-backends=wrong-when-reused,aten", *args)
+    result.assert_outcomes(failed=1, passed=1)  # static compiles of the same plant are right: aten passes alike
+    out = result.stdout.str()
+    found = re.search(r"autotuned at M=(\d+) and run at M=(\d+) without recompiling", out)
+    assert found and found.group(1) != found.group(2), out
+    assert "compiled again with dynamic shapes" in out, out
+    script = re.search(r"repro:\s+python (\S+)", out).group(1)
+    source = open(script).read()
+    assert f"autotunes at M={found.group(1)}" in source and "dynamic=True" in source, source
+    # An entry of that kind explains it; kind wrong-result does not.
+    for kind, outcome in (("wrong-when-reused-across-sizes", {"xfailed": 1}), ("wrong-result", {"failed": 1})):
+        pytester.makefile(
+            ".toml",
+            known=f"""
+[[known]]
+id = "planted-reused-across-sizes"
+backend = "wrong-when-reused"
+kind = "{kind}"
+versions = {{ torch = ">=2.0" }}
+link = "https://example.com/planted"
+reason = "wrong at any M but the one the dynamic compile first ran"
+""",
+        )
+        again = pytester.runpytest_inprocess("--gemm-backends=wrong-when-reused", "--gemm-known=known.toml", *args)
+        again.assert_outcomes(**outcome)

@@ -32,6 +32,11 @@ def test_a_tests_share_of_the_counts_travels_by_name():
     table.add_share(share)
     assert (table.of("aten").verified, table.of("aten").compile_s, table.of("cpp").unsupported) == (4, 3.0, 2)
     assert table.reasons[("cpp", "no kernel of cpp ran")] == 2 and table.ran_anything()
+    known = Tally()  # a run whose one example was a known failure (a replay of one) tested something
+    known.note_unsupported("triton", "no valid choice")
+    assert not known.ran_anything()
+    known.of("triton").xfailed += 1
+    assert known.ran_anything()
     with pytest.raises(AttributeError):  # a count nobody declared is an error, never a column of its own
         table.add_share({"counts": [["aten", "verifed", 1]]})
 

@@ -303,23 +303,30 @@ class Compiler:
         return CompiledGemm(backend, self.dynamic, compiled, tuple(range(n)), self)
 
     def compile_fresh(
-        self, backend: Backend, fn: Callable, inputs: Sequence[Any], weight_positions: Sequence[int] = ()
+        self,
+        backend: Backend,
+        fn: Callable,
+        inputs: Sequence[Any],
+        weight_positions: Sequence[int] = (),
+        dynamic: bool | None = None,
     ) -> CompiledGemm:
         """`compile`, never served by an earlier compile: a Dynamo backend of its own (Dynamo shares no compiled
         code across backends). Call it inside `inductor.patched_config({"fx_graph_cache": False})` so that no
-        cache below Dynamo answers either: the graph is really lowered again (crosscheck/confirm.py)."""
+        cache below Dynamo answers either: the graph is really lowered again (crosscheck/confirm.py). `dynamic`:
+        with dynamic shapes or not, whatever the session's are (crosscheck/sizes.py); None: the session's."""
         self.activate()
         self.use(backend)
         n = len(inputs)
+        dynamic = self.dynamic if dynamic is None else dynamic
         dyn_backend = _InductorThrough(backend, self._claimers(), self.kernels_only)
         if backend.freezes_weights and weight_positions:
             frozen = {i: inputs[i] for i in weight_positions}
             module = frozen_module(fn, n, frozen)
             runtime = tuple(i for i in range(n) if i not in frozen)
-            compiled = torch.compile(module, backend=dyn_backend, dynamic=self.dynamic)
-            return CompiledGemm(backend, self.dynamic, compiled, runtime, self)
-        compiled = torch.compile(fn, backend=dyn_backend, dynamic=self.dynamic)
-        return CompiledGemm(backend, self.dynamic, compiled, tuple(range(n)), self)
+            compiled = torch.compile(module, backend=dyn_backend, dynamic=dynamic)
+            return CompiledGemm(backend, dynamic, compiled, runtime, self)
+        compiled = torch.compile(fn, backend=dyn_backend, dynamic=dynamic)
+        return CompiledGemm(backend, dynamic, compiled, tuple(range(n)), self)
 
     def _run(
         self, backend: Backend, call: Callable, runtime: list, timeout_s: float | None = None

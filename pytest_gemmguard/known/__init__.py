@@ -37,10 +37,13 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
                                                 #   specifier set; "" means installed at any version; a
                                                 #   package that is not installed never matches. Open from
                                                 #   the first version seen until a release is seen fixed
-    kind = "wrong-result"                       # required: wrong-result | wrong-with-fewer-threads | raises |
-                                                #   refuses | any; wrong-with-fewer-threads: right as
-                                                #   compiled, wrong when OpenMP ran each parallel region on
-                                                #   one thread (the CPU check of --gemm-fewer-threads);
+    kind = "wrong-result"                       # required: wrong-result | wrong-with-fewer-threads |
+                                                #   wrong-when-reused-across-sizes | raises | refuses | any;
+                                                #   wrong-with-fewer-threads: right as compiled, wrong when
+                                                #   OpenMP ran each parallel region on one thread (the CPU
+                                                #   check of --gemm-fewer-threads); wrong-when-reused-across-
+                                                #   sizes: right as compiled for its size, wrong from a
+                                                #   dynamic-shape compile autotuned at another M;
                                                 #   refuses: no valid choice for a case the backend takes
     link = "docs/findings.md#some-anchor"       # required: http(s) URL, or a path relative to this file
                                                 #   (the shipped file: public URLs only)
@@ -82,11 +85,13 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from .entries import (
     CPU_FACT,
+    CROSSCHECK_KINDS,
+    DYNAMIC,
     FAILURE_KINDS,
     FEWER_THREADS,
     KINDS,
@@ -99,7 +104,8 @@ from .entries import (
 from .reading import load, load_shipped, parse, shipped_path
 
 __all__ = [
-    "CPU_FACT", "FAILURE_KINDS", "FEWER_THREADS", "KINDS", "Entry", "KnownFailures", "KnownTracker", "Names",
+    "CPU_FACT", "CROSSCHECK_KINDS", "DYNAMIC", "FAILURE_KINDS", "FEWER_THREADS", "KINDS", "Entry", "KnownFailures",
+    "KnownTracker", "Names",
     "blame_patterns", "cpu_capability", "default_names", "installed_versions", "load", "load_shipped",
     "machine_facts", "match", "parse", "parse_size", "shipped_path",
 ]  # fmt: skip
@@ -194,13 +200,14 @@ class KnownTracker:
         self.first_failure: dict[str, Any] = {}  # entry id -> the first case it explained
 
     def note_pass(
-        self, case: Any, route: str | None = None, judged: Sequence[str] = (), fewer_threads: bool = False
+        self, case: Any, route: str | None = None, judged: Sequence[str] = (), also: Collection[str] = ()
     ) -> None:
         """An example passed; `judged`: the autotune candidates its checks judged right (an entry that names
-        candidates counts the pass only where one of its own was among them); `fewer_threads`: its compiled code
-        also ran right with fewer OpenMP threads (only then does an entry of that kind count the pass)."""
+        candidates counts the pass only where one of its own was among them); `also`: the kinds of the checks
+        after the verified one that ran and were right (CROSSCHECK_KINDS: its compiled code with fewer OpenMP
+        threads, a dynamic compile at another size); an entry of such a kind counts the pass only then."""
         for entry in self.entries:
-            if entry.kind == FEWER_THREADS and not fewer_threads:
+            if entry.kind in CROSSCHECK_KINDS and entry.kind not in also:
                 continue
             if entry.covers(case, route) and entry.witnessed(judged):
                 self.passes[entry.id] += 1

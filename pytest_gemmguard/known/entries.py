@@ -13,9 +13,14 @@ from typing import Any
 # (crosscheck/threads.py).
 FEWER_THREADS = "wrong-with-fewer-threads"
 REFUSES = "refuses"  # Inductor found no valid choice for a case the backend takes (errors.BackendRefused)
-KINDS = ("wrong-result", FEWER_THREADS, "raises", REFUSES, "any")
+# Right as compiled for the case's own size, wrong from one compile with dynamic shapes autotuned at another size
+# (crosscheck/sizes.py).
+DYNAMIC = "wrong-when-reused-across-sizes"
+# Kinds a check after the verified one finds (crosscheck/): an entry of one counts a pass only where that check ran.
+CROSSCHECK_KINDS = (FEWER_THREADS, DYNAMIC)
+KINDS = ("wrong-result", FEWER_THREADS, DYNAMIC, "raises", REFUSES, "any")
 # What a runner reports; "any" exists only in the file.
-FAILURE_KINDS = ("wrong-result", FEWER_THREADS, "raises", REFUSES)
+FAILURE_KINDS = ("wrong-result", FEWER_THREADS, DYNAMIC, "raises", REFUSES)
 REQUIRED = ("id", "backend", "versions", "kind", "link", "reason")
 SIZE_KEYS = ("m", "n", "k", "batch")
 # `seen` and `seen_right`: the evidence an entry carries (cases described as reports describe them: the cases it
@@ -30,7 +35,9 @@ CPU_FACT = "cpu"
 # In `epilogues`: every chain but none (a bug of a template's fused epilogue, whatever the chain).
 FUSED = "fused"
 
-_CLAUSE = re.compile(r"^(?:(==|!=|<=|>=|<|>)\s*(-?\d+)|%\s*(\d+)\s*(==|!=)\s*(\d+))$")
+# A clause: compare with a number, with a multiple of another size of the case (">=64*m": Inductor's heuristics
+# compare K with M and N), or a remainder.
+_CLAUSE = re.compile(r"^(?:(==|!=|<=|>=|<|>)\s*(-?\d+)(?:\s*\*\s*(m|n|k|batch))?|%\s*(\d+)\s*(==|!=)\s*(\d+))$")
 
 
 # ---------------------------------------------------------------- names the file may use
@@ -62,13 +69,19 @@ def default_names() -> Names:
 
 @dataclass(frozen=True)
 class SizeCondition:
-    """`m = ">=2,%8!=0"`: every clause must hold. Kept with its text, for messages."""
+    """`m = ">=2,%8!=0"`, `k = ">=64*m"`: every clause must hold. Kept with its text, for messages."""
 
     text: str
-    clauses: tuple[tuple[str, int, int], ...]  # (op, value, modulus or 0)
+    clauses: tuple[tuple[str, int, int, str], ...]  # (op, value, modulus or 0, the size the value multiplies or "")
 
-    def __call__(self, value: int) -> bool:
-        return all(_holds(op, value % mod if mod else value, ref) for op, ref, mod in self.clauses)
+    def __call__(self, value: int, case: Any = None) -> bool:
+        """Whether `value` meets every clause; `case`: where a clause names another size (">=64*m"), its sizes."""
+        for op, ref, mod, times in self.clauses:
+            if times:
+                ref *= getattr(case, times)
+            if not _holds(op, value % mod if mod else value, ref):
+                return False
+        return True
 
 
 def _holds(op: str, value: int, ref: int) -> bool:
@@ -83,25 +96,27 @@ def _holds(op: str, value: int, ref: int) -> bool:
 
 
 def parse_size(text: Any) -> SizeCondition:
-    """An int, or clauses like ">=2,<8" and "%8!=0"; raises ValueError saying what is wrong."""
+    """An int, or clauses like ">=2,<8", "%8!=0" and ">=64*m" (a multiple of another size); raises ValueError saying
+    what is wrong."""
     if isinstance(text, bool) or not isinstance(text, (int, str)):
         raise ValueError(f'{text!r} is not an integer or a condition string such as ">=2,<8" or "%8!=0"')
     if isinstance(text, int):
-        return SizeCondition(str(text), (("==", text, 0),))
+        return SizeCondition(str(text), (("==", text, 0, ""),))
     clauses = []
     for part in text.split(","):
         m = _CLAUSE.match(part.strip())
         if m is None:
             raise ValueError(
-                f"{part.strip()!r} in {text!r} is not a clause; write ==N !=N <N <=N >N >=N %D==R or %D!=R"
+                f"{part.strip()!r} in {text!r} is not a clause; write ==N !=N <N <=N >N >=N (N may be a multiple of "
+                "another size: >=64*m), %D==R or %D!=R"
             )
         if m.group(1):
-            clauses.append((m.group(1), int(m.group(2)), 0))
+            clauses.append((m.group(1), int(m.group(2)), 0, m.group(3) or ""))
         else:
-            mod, op, rem = int(m.group(3)), m.group(4), int(m.group(5))
+            mod, op, rem = int(m.group(4)), m.group(5), int(m.group(6))
             if mod == 0:
                 raise ValueError(f"{part.strip()!r} in {text!r} divides by 0; use a modulus >= 1")
-            clauses.append((op, rem, mod))
+            clauses.append((op, rem, mod, ""))
     return SizeCondition(text, tuple(clauses))
 
 
@@ -173,7 +188,7 @@ class Entry:
         for allowed, value in pattern:
             if allowed is not None and value not in allowed:
                 return False
-        return all(cond(getattr(case, key)) for key, cond in self.sizes.items())
+        return all(cond(getattr(case, key), case) for key, cond in self.sizes.items())
 
     def explains(self, kind: str, candidates: Sequence[str] | None = None) -> bool:
         """Whether a failure of this kind fits the entry; `candidates`: the autotune candidates the failure is

@@ -113,7 +113,21 @@ def _run_source(one_thread_teams: bool) -> tuple[str, str]:
     return helpers, run
 
 
-def script(case, backend, fn, verdict, dynamic: bool, one_thread_teams: bool = False) -> str:
+def _first_run_source(case, first_case, n_inputs: int) -> tuple[str, str]:
+    """For a failure of a compile reused across sizes (crosscheck/sizes.py): the inputs at the size the compile
+    autotuned at, and the run on them that comes before the judged one."""
+    if first_case is None:
+        return "", ""
+    specs = cases.operand_specs(first_case)
+    inputs = f"FIRST_SPECS = {specs!r}  # the case at M={first_case.m}, where the dynamic compile autotuned"
+    run = (
+        f"    compiled(*[a for i, a in enumerate(inputs(FIRST_SPECS)[:{n_inputs}]) if i not in weights])"
+        f"  # autotunes at M={first_case.m}; the next call reuses the compile at M={case.m}"
+    )
+    return inputs, run
+
+
+def script(case, backend, fn, verdict, dynamic: bool, one_thread_teams: bool = False, first_case=None) -> str:
     op_spec = OPS[case.op]
     args_roles, extra_roles = cases.input_roles(case)
     roles = args_roles + extra_roles
@@ -124,6 +138,9 @@ def script(case, backend, fn, verdict, dynamic: bool, one_thread_teams: bool = F
     index, tol = (mismatch.index, mismatch.tolerance) if mismatch is not None and mismatch.index else ((), float("inf"))
     options, needs_gemmguard = _options_source(backend)
     run_helpers, run = _run_source(one_thread_teams)
+    first_inputs, first_run = _first_run_source(case, first_case, n_inputs)
+    if first_run:
+        run = f"{first_run}\n{run}"
     needs = "torch and pytest_gemmguard (the route's graph pass)" if needs_gemmguard else "torch only"
     return f"""# gemmguard repro: {case.describe()} on backend {backend.name}
 # {verdict.summary()}
@@ -159,8 +176,12 @@ DEVICE = {backend.device()!r}
 {body}
 
 
-def inputs():
-    specs, dtypes = {cases.operand_specs(case)!r}, {cases.role_dtypes(case)!r}
+SPECS, ROLE_DTYPES = {cases.operand_specs(case)!r}, {cases.role_dtypes(case)!r}
+{first_inputs}
+
+
+def inputs(specs=SPECS):
+    dtypes = ROLE_DTYPES
     made = alias_operands({roles!r}, [_make(*specs[r], dtypes[r], _operand_seed(CASE_SEED, r, specs[r][0], dtypes[r]),
                                             DEVICE) for r in {roles!r}])
     return plant_values({roles!r}, made, CASE["values"], CASE_SEED)  # NaN or inf, where the case holds them
@@ -208,9 +229,13 @@ if index:
 """
 
 
-def write(directory: str, example, fn, backend, verdict, dynamic: bool, one_thread_teams: bool = False) -> str | None:
+def write(
+    directory: str, example, fn, backend, verdict, dynamic: bool, one_thread_teams: bool = False, first_case=None
+) -> str | None:
     """Write the repro script atomically; returns its path (None if the directory is not writable).
-    `one_thread_teams`: the run it reproduces had every OpenMP parallel region on one thread (crosscheck/threads.py).
+    `one_thread_teams`: the run it reproduces had every OpenMP parallel region on one thread (crosscheck/threads.py);
+    `first_case`: the compile (dynamic) autotuned at this case's size first, then ran at the example's
+    (crosscheck/sizes.py).
 
     The script is compiled before it is written: a repro that is not valid Python is gemmguard's bug, and
     must fail loudly here (every test that writes one then proves the script parses), not in a user's hands."""
@@ -219,7 +244,7 @@ def write(directory: str, example, fn, backend, verdict, dynamic: bool, one_thre
     # "repro_" first: a file named test_*.py would be collected by the user's next pytest run.
     name = "repro_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
     path = os.path.join(directory, f"{name}.py")
-    text = script(example.case, backend, fn, verdict, dynamic, one_thread_teams)
+    text = script(example.case, backend, fn, verdict, dynamic, one_thread_teams, first_case)
     compile(text, path, "exec")
     try:
         return write_text_atomic(path, text)

@@ -84,6 +84,13 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     else:
         lines.append("autotune candidates: only the winners were checked (--gemm-all-choices=off)")
     for name in selected:
+        tried, judged = summary.of(name).dynamic_compiles, summary.of(name).dynamic_judged
+        if tried:
+            lines.append(
+                f"{name}: {tried} verified cases compiled again with dynamic shapes, {judged} of them reused at "
+                "another M and right at both (the rest ran no kernel of the backend or recompiled)"
+            )
+    for name in selected:
         ahead, own = summary.of(name).compiled_ahead, summary.of(name).compiled_ahead_fn
         if ahead:
             of_which = f" ({own} with the test's own function)" if own else ""

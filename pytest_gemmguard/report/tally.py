@@ -30,6 +30,8 @@ class Counts:
     candidates_unchecked: int = 0
     candidates_unconfirmed: int = 0  # wrong on autotuning's tensors, right compiled alone (crosscheck/confirm.py)
     candidates_unsettled: int = 0  # wrong-looking, and no compile could settle it
+    dynamic_compiles: int = 0  # verified cases compiled again with dynamic shapes (crosscheck/sizes.py)
+    dynamic_judged: int = 0  # of those, reused at another M without recompiling, and right at both
     compiled_ahead: int = 0  # by a compile-ahead worker (ahead/)
     compiled_ahead_fn: int = 0  # of those, with the test's own function
     compile_s: float = 0.0  # compiling in the test process
@@ -92,7 +94,8 @@ class Tally:
         self.compiler.update(share.get("compiler", {}))
 
     def ran_anything(self) -> bool:
-        """Whether any backend verified or failed at least one example, or any test passed or failed."""
-        if any(c.verified or c.failed for c in self.backends.values()):
+        """Whether any backend verified or failed at least one example (a known failure that showed again counts:
+        its kernel ran, as wrong as known), or any test passed, failed or was xfail."""
+        if any(c.verified or c.failed or c.xfailed for c in self.backends.values()):
             return True
-        return any(c["passed"] or c["failed"] or c["error"] for c in self.outcomes.values())
+        return any(c["passed"] or c["failed"] or c["error"] or c["xfailed"] for c in self.outcomes.values())

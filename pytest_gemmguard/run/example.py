@@ -34,9 +34,10 @@ class Example:
     # Autotune candidates this example's checks judged right: a known entry that names a template counts a pass
     # as "its bug did not show" only where one of them ran (known/, XPASS).
     judged_right: tuple[str, ...] = ()
-    # Every check ran the compiled code again with one thread per OpenMP team and it was right
-    # (crosscheck/threads.py): a known entry of kind wrong-with-fewer-threads counts a pass only then.
-    fewer_threads_judged: bool = False
+    # The kinds of the checks after the verified one that ran and were right (known.CROSSCHECK_KINDS: the compiled
+    # code with one thread per OpenMP team, crosscheck/threads.py; a dynamic compile at another size,
+    # crosscheck/sizes.py): a known entry of such a kind counts a pass only then.
+    also_judged: set[str] = field(default_factory=set)
     _inputs: CaseInputs | None = field(default=None, repr=False)
 
     @property

@@ -109,7 +109,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             outcome["ran"] += 1
             verdict = "verified"
             if tracker is not None and example.checks:
-                tracker.note_pass(case, example.route, example.judged_right, example.fewer_threads_judged)
+                tracker.note_pass(case, example.route, example.judged_right, example.also_judged)
         except Unsupported as exc:
             outcome["unsupported"] += 1
             reasons[exc.reason] += 1
