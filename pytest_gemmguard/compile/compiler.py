@@ -310,14 +310,12 @@ class Compiler:
         weight_positions: Sequence[int] = (),
         dynamic: bool | None = None,
     ) -> CompiledGemm:
-        """`compile`, never served by an earlier compile: a Dynamo backend of its own (Dynamo shares no compiled
-        code across backends). Call it inside `inductor.patched_config({"fx_graph_cache": False})` so that no
-        cache below Dynamo answers either: the graph is really lowered again (crosscheck/confirm.py). `dynamic`:
-        with dynamic shapes or not, whatever the session's are (crosscheck/sizes.py); None: the session's."""
+        """`compile`, never served by an earlier compile: a Dynamo backend of its own. Inside
+        `inductor.patched_config({"fx_graph_cache": False})` no cache below Dynamo answers either: the graph is lowered
+        again (crosscheck/confirm.py). `dynamic` overrides the session's shapes (crosscheck/sizes.py)."""
         self.activate()
         self.use(backend)
-        n = len(inputs)
-        dynamic = self.dynamic if dynamic is None else dynamic
+        n, dynamic = len(inputs), self.dynamic if dynamic is None else dynamic
         dyn_backend = _InductorThrough(backend, self._claimers(), self.kernels_only)
         if backend.freezes_weights and weight_positions:
             frozen = {i: inputs[i] for i in weight_positions}

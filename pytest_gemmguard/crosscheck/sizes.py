@@ -22,7 +22,7 @@ from ..cases.case import build_inputs, case_function
 from ..cases.ops import DTYPES, OPS
 from ..cases.precision import describe
 from ..compile.compiler import run_checked
-from ..errors import GemmMismatch, Unsupported
+from ..errors import BackendCrashed, GemmMismatch, Unsupported
 from ..known.entries import DYNAMIC
 from ..report import repro
 from ..report.failure import failure_report
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 # One verified case in this many is also compiled with dynamic shapes and run at another M: about one compile more
 # per SHARE cases (measured cost: docs/validation/speed.md).
 SHARE = 8
+NOTE = "raised in the compile with dynamic shapes that runs a verified case at another M (crosscheck/sizes.py)"
 
 
 def other_m(m: int) -> int:
@@ -78,6 +79,9 @@ def judge_at_another_size(session: GemmSession, example: Example, backend: Backe
             out, record = run_checked(compiled, inputs.flat)
         except Unsupported:  # the dynamic compile left the GEMM to another backend: nothing of this one to judge
             return
+        except BackendCrashed as exc:
+            exc.add_note(f"gemmguard: {NOTE} (M={case.m}, then M={other.m}); the case's static compile ran right")
+            raise
         if at is other and record.compiled:  # Dynamo compiled again for the new M: no compile was reused
             return
         runs.append((at, oracle.judge(out, expected, tol, dtype), record))

@@ -28,7 +28,6 @@ from ..compile.candidates import CandidateResult
 from ..compile.compiler import CallRecord, run_checked
 from ..crosscheck import confirm, differential, sizes, threads
 from ..errors import (
-    BackendRefused,
     CandidateMismatch,
     CaseKilledProcess,
     CompileTimeout,
@@ -39,15 +38,12 @@ from ..errors import (
 from ..oracle.function import bound as fn_bound
 from ..report import repro
 from ..report.failure import candidate_report, failure_report
+from . import refusal
 
 if TYPE_CHECKING:
     from ..ahead.reply import Reply
     from .example import Example
     from .session import GemmSession
-
-
-# How many cases of an op and dtype a backend ran are kept to show beside a refusal of one (BackendRefused).
-TOOK_SHOWN = 3
 
 
 @dataclass
@@ -93,7 +89,7 @@ def check(session: GemmSession, example: Example, fn: Callable[..., Any] | None)
             # unsupported, never failed: no kernel of the backend ran, so none was wrong.
             fallback = backend.fallback
             if not fallback or not backends.probe(fallback).available:
-                _refused_if_taken(session, example, backend, fn, first)
+                refusal.raise_if_taken(session, example, backend, fn, first)
                 session.tally.note_unsupported(example.backend, first.reason)
                 raise
             try:
@@ -102,19 +98,6 @@ def check(session: GemmSession, example: Example, fn: Callable[..., Any] | None)
                 reason = f"{first.reason}; {fallback}: {second.reason}"
                 session.tally.note_unsupported(example.backend, reason)
                 raise Unsupported(example.backend, reason) from None
-
-
-def _refused_if_taken(
-    session: GemmSession, example: Example, backend: backends.Backend, fn: Callable[..., Any] | None, exc: Unsupported
-) -> None:
-    """Raise BackendRefused where Inductor found no valid choice for the case's own GEMM and the backend takes every
-    GEMM like it (Backend.takes): that refusal is a bug of the backend, not a case outside it. A test's own
-    function may compute in any dtype or hold no GEMM, so its refusals stay "unsupported"."""
-    takes = backend.takes(example.case) if fn is None and exc.no_choice else None
-    if takes:
-        case = example.case
-        took = session.taken.get((backend.name, case.op), [])
-        raise BackendRefused(backend.name, case.describe(), case.op, exc.reason, takes, took) from None
 
 
 def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | None, backend: backends.Backend):
@@ -146,9 +129,7 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     example.judged_right += (*(r.name for r in seen if r.checked and not r.wrong), *cleared)
     counts = session.tally.of(example.backend)
     counts.verified += 1
-    took = session.taken.setdefault((backend.name, example.case.op), [])
-    if len(took) < TOOK_SHOWN:
-        took.append(example.case.describe())
+    refusal.note_taken(session, backend, example.case)
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         counts.fused += 1
     counts.check_s += time.perf_counter() - started
