@@ -27,14 +27,7 @@ from ..compile import candidates
 from ..compile.candidates import CandidateResult
 from ..compile.compiler import CallRecord, run_checked
 from ..crosscheck import confirm, differential, sizes, threads
-from ..errors import (
-    CandidateMismatch,
-    CaseKilledProcess,
-    CompileTimeout,
-    GemmMismatch,
-    Unsupported,
-    UserCodeError,
-)
+from ..errors import CandidateMismatch, CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
 from ..oracle.function import bound as fn_bound
 from ..report import repro
 from ..report.failure import candidate_report, failure_report
