@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     from ..run.example import Example
     from ..run.session import GemmSession
 
-# One verified case in this many is also compiled with dynamic shapes and run at another M: about one compile more
-# per SHARE cases (measured cost: docs/validation/speed.md).
-SHARE = 8
+# One verified case in this many, of those another M keeps whole (takes), is also compiled with dynamic shapes and run
+# at another M: one compile more each. About one drawn case in thirteen (7.5% of 400 CPU draws; the rest are M = 1,
+# share M with another size, or scaled); on the CPU no cost showed beside the draws' own (docs/validation/speed.md).
+SHARE = 4
 NOTE = "raised in the compile with dynamic shapes that runs a verified case at another M (crosscheck/sizes.py)"
 
 
@@ -47,9 +48,10 @@ def other_m(m: int) -> int:
 
 def takes(case: GemmCase, backend: Backend) -> bool:
     """Whether the case gets the check: one case in SHARE, by the case's own hash, where another M keeps the case
-    whole: M >= 2 (Dynamo specialises M = 1), not an aliased B (it needs N = M), not a scaled op (its row-wise
-    scales are sized by M), and not a batched bias frozen into the graph (cpp's baddbmm: its bias is sized by M)."""
-    if case.m < 2 or case.layout == "aliased" or OPS[case.op].scaled:
+    whole: M >= 2 (Dynamo specialises M = 1) and unlike N, K and the batch (Dynamo gives equal sizes one symbol, so
+    a new M would recompile: no reuse), not an aliased B (it needs N = M), not a scaled op (its row-wise scales are
+    sized by M), and not a batched bias frozen into the graph (cpp's baddbmm: its bias is sized by M)."""
+    if case.m < 2 or case.m in (case.n, case.k, case.batch) or case.layout == "aliased" or OPS[case.op].scaled:
         return False
     if getattr(backend, "freezes_weights", False) and "bias" in OPS[case.op].weight_args and OPS[case.op].batched:
         return False

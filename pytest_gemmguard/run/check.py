@@ -1,7 +1,7 @@
 """One check of one case on one backend, in stages: the reference (the float64 result and the bound a correct one
 keeps to: the case's own, or the test's function's), what the compile-ahead worker learnt, the compile and run
-through the backend with provenance, the winner judged (on the CPU also with one thread per OpenMP team; one case in
-eight also from a dynamic compile at another M), then the autotune candidates judged.
+through the backend with provenance, the winner judged (on the CPU also with one thread per OpenMP team; a share of
+the cases also from a dynamic compile at another M), then the autotune candidates judged.
 
 The backend never judges and the oracle never compiles: this module only sequences them, and decides
 whose fault an exception is (the backend's, or the test's own function's).
@@ -114,7 +114,7 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     op_only = from_worker and fn is not None and not learnt.candidates_fn
     verdict = _judge_winner(session, example, fn, backend, ref, out, record, [] if op_only else seen)
     threads.judge_with_one_thread_teams(session, example, fn, backend, compiled, ref.args, ref.judged)
-    if fn is None:  # the case's own GEMM: one case in sizes.SHARE also from a dynamic compile at another M
+    if fn is None:  # the case's own GEMM: a share of the cases also from a dynamic compile at another M
         sizes.judge_at_another_size(session, example, backend)
     counted = record.compiled or from_worker
     found = _judge_candidates(session, example, backend, own if op_only else ref, record, seen, counted)
