@@ -82,8 +82,9 @@ class TritonBackend(Backend):
         return options
 
     def takes(self, case: Any) -> str | None:
-        # Inductor offers its mm/bmm templates for every float16, bfloat16 and float32 layout on a GPU, with any
-        # strides, and lowers addmm, baddbmm and linear through them (torch 2.11-2.13, kernel/mm.py, bmm.py).
+        # Inductor's mm/bmm templates handle every float16, bfloat16 and float32 GEMM on a GPU, with any strides, and
+        # addmm, baddbmm and linear go through them (torch 2.11-2.13, kernel/mm.py, bmm.py). Where Inductor leaves them
+        # out and offers nothing else (the decompose-K-only regime: docs/findings.md), the refusal is the finding.
         if float_gemm(case):
             return "Inductor's Triton templates take every float16, bfloat16 and float32 mm, addmm, bmm, baddbmm"
         return None
