@@ -87,8 +87,8 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
         tried, judged = summary.of(name).dynamic_compiles, summary.of(name).dynamic_judged
         if tried:
             lines.append(
-                f"{name}: {tried} verified cases compiled again with dynamic shapes, {judged} of them reused at "
-                "another M and right at both (the rest ran no kernel of the backend or recompiled)"
+                f"{name}: {tried} verified case{'s' if tried != 1 else ''} compiled again with dynamic shapes, "
+                f"{judged} reused at another M and right at both (the rest ran no kernel of the backend or recompiled)"
             )
     for name in selected:
         ahead, own = summary.of(name).compiled_ahead, summary.of(name).compiled_ahead_fn
