@@ -191,6 +191,27 @@ def _default_space_finds(pytester, conftest: str, plant: str, clean: str = "aten
     return out
 
 
+def _only_its_kind_explains(pytester, backend: str, kind: str, other: str, args: tuple, extra: str = "") -> None:
+    """Rerun `backend` with a known-failures entry for it: of kind `kind` the failure is xfail, of kind `other` it
+    still fails (`extra`: more keys of the entry)."""
+    for entry_kind, outcome in ((kind, {"xfailed": 1}), (other, {"failed": 1})):
+        pytester.makefile(
+            ".toml",
+            known=f"""
+[[known]]
+id = "planted-{backend}"
+backend = "{backend}"
+kind = "{entry_kind}"
+{extra}
+versions = {{ torch = ">=2.0" }}
+link = "https://example.com/planted"
+reason = "the planted defect"
+""",
+        )
+        again = pytester.runpytest_inprocess(f"--gemm-backends={backend}", "--gemm-known=known.toml", *args)
+        again.assert_outcomes(**outcome)
+
+
 def _replay_fails_again(pytester, out: str, plant: str) -> None:
     """The run's one reproduce line, run as printed on the planted backend, fails again: it rebuilt the case."""
     replay = re.search(r"--gemm-replay='([^']+)'", out).group(1)
@@ -522,22 +543,7 @@ def test_a_refusal_of_a_case_the_backend_takes_fails_and_a_known_entry_of_kind_r
     op = found.group(1)  # what it took before, as evidence
     assert f"ran its own kernel on other {op} cases in this run" in out or f"had run no other {op} case" in out, out
     # An entry of kind "refuses" describing the mechanism makes it a known failure; kind "raises" does not.
-    for kind, outcome in (("refuses", {"xfailed": 1}), ("raises", {"failed": 1})):
-        pytester.makefile(
-            ".toml",
-            known=f"""
-[[known]]
-id = "planted-prime-k-refusal"
-backend = "refuses-prime-k"
-kind = "{kind}"
-k = ">=17"
-versions = {{ torch = ">=2.0" }}
-link = "https://example.com/planted"
-reason = "no choice where K is a prime far above M and N"
-""",
-        )
-        again = pytester.runpytest_inprocess("--gemm-backends=refuses-prime-k", "--gemm-known=known.toml", *args)
-        again.assert_outcomes(**outcome)
+    _only_its_kind_explains(pytester, "refuses-prime-k", "refuses", "raises", args, extra='k = ">=17"')
 
 
 # A compile reused at another size (issue 40; pytorch#185773: autotuned at one M, wrong at another): in a graph
@@ -599,18 +605,4 @@ def test_a_compile_wrong_when_reused_at_another_size_is_found_by_the_default_spa
     source = open(script).read()
     assert f"autotunes at M={found.group(1)}" in source and "dynamic=True" in source, source
     # An entry of that kind explains it; kind wrong-result does not.
-    for kind, outcome in (("wrong-when-reused-across-sizes", {"xfailed": 1}), ("wrong-result", {"failed": 1})):
-        pytester.makefile(
-            ".toml",
-            known=f"""
-[[known]]
-id = "planted-reused-across-sizes"
-backend = "wrong-when-reused"
-kind = "{kind}"
-versions = {{ torch = ">=2.0" }}
-link = "https://example.com/planted"
-reason = "wrong at any M but the one the dynamic compile first ran"
-""",
-        )
-        again = pytester.runpytest_inprocess("--gemm-backends=wrong-when-reused", "--gemm-known=known.toml", *args)
-        again.assert_outcomes(**outcome)
+    _only_its_kind_explains(pytester, "wrong-when-reused", "wrong-when-reused-across-sizes", "wrong-result", args)

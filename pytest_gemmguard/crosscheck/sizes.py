@@ -58,9 +58,10 @@ def takes(case: GemmCase, backend: Backend) -> bool:
     return zlib.crc32(repr(case).encode()) % SHARE == 0
 
 
-def judge_at_another_size(session: GemmSession, example: Example, backend: Backend) -> None:
+def judge_at_another_size(session: GemmSession, example: Example, backend: Backend, judged: tuple) -> None:
     """After a right result of the case's own GEMM: one compile with dynamic shapes, run at the case's M (where it
-    autotunes) and then at other_m without recompiling, each judged against its float64 reference. A wrong result
+    autotunes; judged by `judged`, the check's own expected, bound and dtype) and then at other_m without
+    recompiling (judged against its own float64 reference). A wrong result
     raises GemmMismatch of kind wrong-when-reused-across-sizes about the size it was wrong at; a compile that runs
     no kernel of the backend, or that recompiles for the second size, judges nothing (no reuse happened)."""
     case = example.case
@@ -74,8 +75,7 @@ def judge_at_another_size(session: GemmSession, example: Example, backend: Backe
     session.tally.of(example.backend).dynamic_compiles += 1
     runs = []
     for at, inputs in ((case, first_inputs), (other, other_inputs)):
-        expected, tol = oracle.case_reference(at, inputs)
-        dtype = DTYPES[at.out_dtype]
+        expected, tol, dtype = judged if at is case else (*oracle.case_reference(at, inputs), DTYPES[at.out_dtype])
         oracle.poison_allocator(torch.empty(expected.shape, dtype=dtype, device=expected.device))
         try:
             out, record = run_checked(compiled, inputs.flat)

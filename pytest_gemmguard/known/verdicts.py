@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import files
 from ..errors import BaseFixed, CoverageLost, GemmUsageError
-from .entries import FAILURE_KINDS
+from .entries import FAILURE_KINDS, REFUSES
 
 FORMAT = 1
 KEY = "gemmguard_verdicts"
@@ -82,7 +82,7 @@ class Record:
         """The backend ran its own kernel on the case, right or wrong (not unsupported, not a crash): what a
         refusal on the head would lose."""
         outcome = self.outcome(test, case)
-        return outcome is not None and outcome not in (UNSUPPORTED, "raises", "refuses")
+        return outcome is not None and outcome not in (UNSUPPORTED, "raises", REFUSES)
 
     def merge(self, other: Record) -> None:
         for row in other.results.values():

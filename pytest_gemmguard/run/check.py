@@ -115,7 +115,7 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     verdict = _judge_winner(session, example, fn, backend, ref, out, record, [] if op_only else seen)
     threads.judge_with_one_thread_teams(session, example, fn, backend, compiled, ref.args, ref.judged)
     if fn is None:  # the case's own GEMM: a share of the cases also from a dynamic compile at another M
-        sizes.judge_at_another_size(session, example, backend)
+        sizes.judge_at_another_size(session, example, backend, ref.judged)
     counted = record.compiled or from_worker
     found = _judge_candidates(session, example, backend, own if op_only else ref, record, seen, counted)
     cleared = (c.candidate.name for c in found if c.outcome == confirm.RIGHT)
