@@ -483,9 +483,12 @@ def test_a_harvested_suite_runs_and_passes_on_aten_and_cpp(pytester):
 
 # A real Inductor graph pass that corrupts GEMMs of two output shapes (M, N), and no others: the MLP's
 # up-projection, and M = 16 of a 16-wide projection.
+# Sizes compared as text: in gemmguard's compile with dynamic shapes (crosscheck/sizes.py) M is a SymInt, unhashable.
 PLANTED = plants.planted_backend(
     "wrong-one-shape",
-    plants.shift_gemms("SkewOneShape", 0.01, when='tuple(node.meta["val"].shape) in {(10, 24), (16, 16)}'),
+    plants.shift_gemms(
+        "SkewOneShape", 0.01, when='tuple(map(str, node.meta["val"].shape)) in {("10", "24"), ("16", "16")}'
+    ),
     once=True,
 )
 

@@ -431,15 +431,16 @@ def test_the_repro_script_plants_the_special_values_and_holds_a_special_element_
 
 
 # A failure that does not repeat (issue 37 on the H100: the cpp backend's test_user_function ended in Hypothesis's
-# "Unreliable assumption" FlakyFailure instead of a report): each GEMM shape's first compiled call is wrong and
-# every later call right, so the example Hypothesis reports passes when it runs it again at the end.
+# "Unreliable assumption" FlakyFailure instead of a report): each GEMM width's (N's) first compiled call is wrong
+# and every later call right, so the example Hypothesis reports passes when it runs it again at the end. (Keyed by
+# N, not the whole shape: the dynamic-shape check's run at another M would be a first call, failing differently.)
 FIRST_CALL_WRONG = plants.planted_backend(
     "first-call-wrong",
     plants.step_after_gemms(
         "FirstCallWrong",
         "first_call_wrong",
         """
-        key = tuple(y.shape)
+        key = y.shape[-1]
         _calls[key] = _calls.get(key, 0) + 1
         return y + 1.0 if _calls[key] == 1 else y.clone()
         """,
@@ -468,6 +469,24 @@ def test_mm(gemm):
     assert "not repeatable: this example failed, then passed when run again" in out, out
     assert "FlakyFailure" not in out and "Unreliable assumption" not in out and "Inconsistent results" not in out, out
     assert re.search(r"gemmguard reproduce: pytest '\S+' --gemm-replay='[^']+'", out), out
+
+
+def test_a_failure_that_failed_differently_when_run_again_is_reported_with_both():
+    """Hypothesis's FlakyFailure holding two of gemmguard's failures (the re-run failed, but not the same way): the
+    first is the report, and its note names the second; a FlakyFailure of other errors is left to Hypothesis."""
+    from hypothesis.errors import FlakyFailure
+
+    from pytest_gemmguard.errors import BackendCrashed, GemmMismatch
+    from pytest_gemmguard.run.explore import not_repeatable
+
+    first, second = GemmMismatch("wrong at M=5"), GemmMismatch("wrong at M=13", kind="wrong-when-reused-across-sizes")
+    reported = not_repeatable(FlakyFailure("Inconsistent results", [first, second]))
+    assert reported is first
+    assert "then failed differently (wrong at M=13) when run again" in first.__notes__[0]
+    once = BackendCrashed("cpp", RuntimeError("boom"))
+    assert "then passed when run again" in not_repeatable(FlakyFailure("Unreliable", [once])).__notes__[0]
+    assert not_repeatable(FlakyFailure("x", [ValueError("not ours")])) is None
+    assert not_repeatable(GemmMismatch("not flaky")) is None
 
 
 def test_a_users_function_on_special_values_keeps_them_and_a_kernel_that_drops_them_fails(pytester):

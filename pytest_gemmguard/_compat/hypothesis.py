@@ -65,20 +65,21 @@ def set_database_key(test: Any, key: bytes) -> None:
     test.hypothesis.inner_test._hypothesis_internal_add_digest = key
 
 
-def flaky_inner(exc: BaseException, wanted: tuple[type[BaseException], ...]) -> BaseException | None:
-    """Where `exc` is Hypothesis's FlakyFailure (the example it reports failed once and then passed, or was
-    rejected, when run again), the first exception of the `wanted` types it holds; else None."""
+def flaky_inners(exc: BaseException, wanted: tuple[type[BaseException], ...]) -> list[BaseException]:
+    """Where `exc` is Hypothesis's FlakyFailure (the example it reports failed once and then passed, failed
+    differently, or was rejected, when run again), the exceptions of the `wanted` types it holds, first raised
+    first; else none."""
     from hypothesis.errors import FlakyFailure
 
     if not isinstance(exc, FlakyFailure):
-        return None
-    pending = list(exc.exceptions)
+        return []
+    found, pending = [], list(exc.exceptions)
     while pending:
         inner = pending.pop(0)
         if isinstance(inner, wanted):
-            return inner
+            found.append(inner)
         pending.extend(getattr(inner, "exceptions", ()))
-    return None
+    return found
 
 
 def replay_blob(exc: BaseException) -> tuple[str, str] | None:

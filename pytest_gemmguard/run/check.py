@@ -114,10 +114,10 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     op_only = from_worker and fn is not None and not learnt.candidates_fn
     verdict = _judge_winner(session, example, fn, backend, ref, out, record, [] if op_only else seen)
     threads.judge_with_one_thread_teams(session, example, fn, backend, compiled, ref.args, ref.judged)
-    if fn is None:  # the case's own GEMM: a share of the cases also from a dynamic compile at another M
-        sizes.judge_at_another_size(session, example, backend, ref.judged)
     counted = record.compiled or from_worker
     found = _judge_candidates(session, example, backend, own if op_only else ref, record, seen, counted)
+    if fn is None:  # the case's own GEMM, right with its candidates: a share also from a dynamic compile at another M
+        sizes.judge_at_another_size(session, example, backend, ref.judged)
     cleared = (c.candidate.name for c in found if c.outcome == confirm.RIGHT)
     example.judged_right += (*(r.name for r in seen if r.checked and not r.wrong), *cleared)
     counts = session.tally.of(example.backend)

@@ -125,6 +125,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
                 note(case, exc.kind)
                 if not judge.keeps_going:
+                    failed_at.append((exc, case))
                     raise
                 judge.keep(exc, case.describe())  # the record covers the whole draw: on to the next example
                 verdict = "FAILED (wrong result; kept going for --gemm-verdicts)"
@@ -166,7 +167,9 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     listed = set(explicit)
     ran: set[GemmCase] = set()
     replayed: list[GemmCase] = []  # the cases the draws met (a replay's one: its report names it)
-    toured: list[GemmCase] = []  # the tour's cases as it meets them (a failure's is the last: its replay line)
+    # Each wrong result raised out of an example, with its case: the replay line where Hypothesis gives no blob (an
+    # explicit example; a failure whose re-run failed differently, reported as inconsistent with no blob).
+    failed_at: list[tuple[BaseException, GemmCase]] = []
 
     def drawn_example(case: GemmCase) -> None:
         # The example Hypothesis reports runs whatever ran before: a failure it found once must be run again to
@@ -184,7 +187,6 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
 
     def tour_example(case: GemmCase) -> None:
         if case not in ran:
-            toured.append(case)
             one_example(case)
 
     shared = SHARED
@@ -235,12 +237,11 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
             raise ReplayNotReproduced(_not_reproduced(test_id, backend, replayed)) from None
     except BaseException as exc:
         blob = hypothesis_compat.replay_blob(exc)
-        first = hypothesis_compat.flaky_inner(exc, (GemmMismatch, BackendCrashed))
-        if first is not None:  # failed once, passed when Hypothesis ran the same example again: gemmguard's report
+        first = not_repeatable(exc)
+        if first is not None:  # failed once, not so when Hypothesis ran the same example again: gemmguard's report
             blob = blob or hypothesis_compat.replay_blob(first)
-            first.add_note(FLAKY_NOTE)
             exc = first
-        failed = toured[-1] if toured and isinstance(exc, GemmMismatch) else None  # an explicit example: no blob
+        failed = next((case for raised, case in failed_at if raised is exc), None)
         if blob is not None or failed is not None:
             exc.add_note(replay.line(test_id, f"{blob[0]}:{blob[1]}" if blob else replay.case_value(failed)))
         if first is not None:
@@ -273,8 +274,19 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         raise ReplayNotReproduced(_not_reproduced(test_id, backend, [replay_case]))
 
 
+def not_repeatable(exc: BaseException) -> BaseException | None:
+    """Where Hypothesis reports `exc` as flaky (its example did not fail the same way when run again), gemmguard's
+    own first failure inside it, with a note saying what the re-run did; else None."""
+    inner = hypothesis_compat.flaky_inners(exc, (GemmMismatch, BackendCrashed))
+    if not inner:
+        return None
+    again = f"failed differently ({headline(inner[1], 200)})" if len(inner) > 1 else "passed"
+    inner[0].add_note(FLAKY_NOTE.format(again=again))
+    return inner[0]
+
+
 FLAKY_NOTE = (
-    "gemmguard: not repeatable: this example failed, then passed when run again in the same process (a failure "
+    "gemmguard: not repeatable: this example failed, then {again} when run again in the same process (a failure "
     "that depends on timing, threads or state left by earlier examples); the reproduce line may need a few runs"
 )
 
