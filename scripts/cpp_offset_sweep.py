@@ -9,7 +9,8 @@ compile with frozen weights, provenance, float64 oracle) and writes one JSON lin
     python scripts/cpp_offset_sweep.py --grid more --out sweep.jsonl
 
 The four grids of torch 2.13.0+cpu on an AVX-512 AMD EPYC are in tests/data/cpp_offset_sweep.jsonl (one line
-per case, duplicates across grids dropped); tests/test_known.py checks gemmguard-known.toml against it.
+per case, duplicates across grids dropped); the grids ops, more and layouts of torch 2.13.0+cpu on an AVX2-only AMD
+EPYC in tests/data/cpp_offset_sweep_avx2.jsonl. tests/test_known.py checks the shipped entries against both.
 `--out` is appended to and cases already in it are skipped, so an interrupted sweep resumes. Each line:
 {"case": {...GemmCase fields...}, "verdict": "verified" | "failed" | "unsupported" | "raised", "max_ratio",
 "detail", "torch", "isa"}. The grids, and why each exists:

@@ -964,6 +964,29 @@ def test_fused_names_every_epilogue_chain_but_none(tmp_path):
     assert not entry.covers(case(epilogue="none"))
 
 
+def test_a_chain_then_plus_star_names_every_chain_that_begins_so(tmp_path):
+    kf = one_entry(tmp_path, epilogues='["none", "bias+*", "relu+gelu+*"]')
+    (entry,) = kf.entries
+    for chain in ("none", "bias", "bias+gelu", "bias+relu+cast", "relu+gelu", "relu+gelu+cast"):
+        assert entry.covers(case(epilogue=chain)), chain
+    for chain in ("gelu", "gelu+bias", "relu", "relu+cast", "biasx", "scale+bias"):
+        assert not entry.covers(case(epilogue=chain)), chain
+    for bad in ('"bogus+*"', '"*"', '"+*"'):
+        with pytest.raises(GemmUsageError, match="every chain that begins so"):
+            one_entry(tmp_path, epilogues=bad)
+
+
+def test_the_shipped_bf16_avx2_entry_leaves_out_chains_that_first_take_the_result_to_float32(shipped):
+    """Seen right on AVX2 (torch 2.13.0 and 2.14.1): a bfloat16 offset case whose chain begins with gelu, silu or
+    cast; seen wrong: every other beginning."""
+    avx2 = {**TORCH_213, kn.CPU_FACT: "avx2"}
+    for chain in ("none", "relu", "bias+silu", "scale+gelu", "residual+gelu", "tanh+gelu", "sigmoid+silu"):
+        got = kn.match(shipped, "cpp", case(op="addmm", dtype="bfloat16", epilogue=chain), avx2, "wrong-result")
+        assert got is not None and got.id == "torch-cpp-offset-frozen-weight-bf16-avx2", chain
+    for chain in ("gelu", "gelu+silu", "silu+scale+residual", "cast", "cast+relu"):
+        assert kn.match(shipped, "cpp", case(op="addmm", dtype="bfloat16", epilogue=chain), avx2, "wrong-result") is None
+
+
 def test_evidence_keys_are_lists_of_case_descriptions(tmp_path):
     kf = one_entry(tmp_path, seen='["mm 1×2×3 float32 offset"]', seen_right='"mm 4×2×3 float32 offset"')
     (entry,) = kf.entries

@@ -16,7 +16,8 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
     dtypes = ["float32"]                        #   these; a key left out matches every value
     layouts = ["offset"]
     epilogues = ["none", "bias+relu"]           #   whole chains, as a case names them; "fused": every
-                                                #   chain but none
+                                                #   chain but none; "relu+*": relu and every chain that
+                                                #   begins with it
     m = ">=2"                                   # optional size conditions on m, n, k, batch: an integer
     k = "<=8,%8!=0"                             #   (exactly that) or comma-joined clauses that must all
                                                 #   hold: ==N !=N <N <=N >N >=N %D==R %D!=R

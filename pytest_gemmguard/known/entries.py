@@ -34,6 +34,9 @@ CPUS = ("default", "avx2", "avx512", "vsx", "zvector", "neon", "sve128", "sve256
 CPU_FACT = "cpu"
 # In `epilogues`: every chain but none (a bug of a template's fused epilogue, whatever the chain).
 FUSED = "fused"
+# In `epilogues`, after a chain's steps ("relu+*"): that chain and every chain it begins (what follows the GEMM first
+# can decide which kernel Inductor generates).
+BEGINS = "+*"
 
 # A clause: compare with a number, with a multiple of another size of the case (">=64*m": Inductor's heuristics
 # compare K with M and N), or a remainder.
@@ -126,6 +129,17 @@ def _chain(text: str) -> str:
     return "none" if text in ("", "none") else "+".join(s.strip() for s in text.split("+"))
 
 
+def epilogue_matches(chain: str, patterns: Sequence[str]) -> bool:
+    """Whether a canonical chain is one of an entry's `epilogues`: a whole chain, FUSED (any but none), or a
+    chain's beginning followed by BEGINS."""
+    for pattern in patterns:
+        if pattern == chain or (pattern == FUSED and chain != "none"):
+            return True
+        if pattern.endswith(BEGINS) and (chain + "+").startswith(pattern[: -len(BEGINS)] + "+"):
+            return True
+    return False
+
+
 # ---------------------------------------------------------------- entries
 
 
@@ -179,10 +193,8 @@ class Entry:
         """Whether the case (op, dtype, layout, values, epilogue, sizes) and route fall in this entry's pattern."""
         if self.routes is not None and route not in self.routes:
             return False
-        chain = _chain(case.epilogue)
-        if self.epilogues is not None and chain not in self.epilogues:
-            if not (FUSED in self.epilogues and chain != "none"):
-                return False
+        if self.epilogues is not None and not epilogue_matches(_chain(case.epilogue), self.epilogues):
+            return False
         values = getattr(case, "values", "normal")
         pattern = ((self.ops, case.op), (self.dtypes, case.dtype), (self.layouts, case.layout), (self.values, values))
         for allowed, value in pattern:

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import GemmUsageError
 from .entries import (
     ALLOWED,
+    BEGINS,
     CPUS,
     FUSED,
     KINDS,
@@ -153,12 +154,13 @@ def _entry(table: Mapping[str, Any], index: int, path: str, base: str, names: Na
         chains = []
         for chain in _strings(table["epilogues"], lambda p: fail("epilogues", p), "epilogue chain"):
             canonical = _chain(chain)
-            bad = [s for s in canonical.split("+") if canonical not in ("none", FUSED) and s not in names.steps]
+            steps = canonical.removesuffix(BEGINS).split("+")
+            bad = [s for s in steps if canonical not in ("none", FUSED) and s not in names.steps]
             if bad:
                 raise fail(
                     "epilogues",
-                    f"unknown epilogue step {bad[0]!r} in {chain!r}; steps: "
-                    f"{', '.join(names.steps)} joined by '+', none, or {FUSED} (any chain but none)",
+                    f"unknown epilogue step {bad[0]!r} in {chain!r}; steps: {', '.join(names.steps)} joined by '+' "
+                    f"(ending in '{BEGINS}': every chain that begins so), none, or {FUSED} (any chain but none)",
                 )
             chains.append(canonical)
         epilogues = tuple(dict.fromkeys(chains))
