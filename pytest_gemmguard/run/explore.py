@@ -125,7 +125,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
                 session.progress(f"{head}: FAILED (wrong result, {took:.1f} s): {what}")
                 note(case, exc.kind)
                 if not judge.keeps_going:
-                    failed_at.append((exc, case))
+                    exc.failed_case = case  # its reproduce line where Hypothesis gives no blob (below)
                     raise
                 judge.keep(exc, case.describe())  # the record covers the whole draw: on to the next example
                 verdict = "FAILED (wrong result; kept going for --gemm-verdicts)"
@@ -167,9 +167,6 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     listed = set(explicit)
     ran: set[GemmCase] = set()
     replayed: list[GemmCase] = []  # the cases the draws met (a replay's one: its report names it)
-    # Each wrong result raised out of an example, with its case: the replay line where Hypothesis gives no blob (an
-    # explicit example; a failure whose re-run failed differently, reported as inconsistent with no blob).
-    failed_at: list[tuple[BaseException, GemmCase]] = []
 
     def drawn_example(case: GemmCase) -> None:
         # The example Hypothesis reports runs whatever ran before: a failure it found once must be run again to
@@ -241,7 +238,10 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         if first is not None:  # failed once, not so when Hypothesis ran the same example again: gemmguard's report
             blob = blob or hypothesis_compat.replay_blob(first)
             exc = first
-        failed = next((case for raised, case in failed_at if raised is exc), None)
+        # A wrong result raised out of an example carries its case (one_example): the reproduce line where Hypothesis
+        # gives no blob (an explicit example; a failure whose re-run failed differently). Kept on the exception, not
+        # in a list here: a list would hold every failure a shrink met, with the tensors their tracebacks reach.
+        failed = getattr(exc, "failed_case", None)
         if blob is not None or failed is not None:
             exc.add_note(replay.line(test_id, f"{blob[0]}:{blob[1]}" if blob else replay.case_value(failed)))
         if first is not None:
