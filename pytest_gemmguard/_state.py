@@ -114,6 +114,7 @@ def session(config: pytest.Config) -> Any:
         options.compile_workers = s["compile_workers"]
         options.shrink_s = s["shrink_s"] or None
         options.memory_limit = s["memory_limit"]
+        options.profile = s["profile"]
         options.fewer_threads = s["fewer_threads"]
         options.differential = tuple(selected(config))
         verbosity = config.get_verbosity()

@@ -72,6 +72,14 @@ def fewer_threads_choice(value: Any) -> str:
     return text
 
 
+def profile_choice(value: Any) -> str:
+    """'default' | 'big': which sizes the tests draw (cases/big.py)."""
+    text = str(value).strip().lower()
+    if text not in ("default", "big"):
+        raise ValueError("must be 'default' or 'big' (one tensor of every drawn case past 2**31 elements)")
+    return text
+
+
 def workers(value: Any) -> int | None:
     """'auto' -> None (decided per backend); else a count >= 0."""
     text = str(value).strip().lower()

@@ -33,6 +33,7 @@ from .parsers import (
     gpu_choice,
     on_off,
     positive_int,
+    profile_choice,
     seconds,
     text,
     workers,
@@ -109,6 +110,10 @@ CORE: tuple[Setting, ...] = (
             flag="--gemm-replay"),
     Setting("dynamic", flag, False, "compile with dynamic shapes (one compile serves many sizes) instead of one "
             "static compile per shape", flag="--gemm-dynamic", is_flag=True),
+    Setting("profile", profile_choice, "default", "the sizes drawn: 'default', or 'big' (off by default): one "
+            "tensor of every case past 2**31 elements, where 32-bit indexing wraps; a few examples a test, each "
+            "gigabytes, the winner judged in row chunks", flag="--gemm-profile", ini="gemm_profile",
+            env="GEMMGUARD_PROFILE", table="profile", metavar="default|big"),
     Setting("compile_timeout", lambda v: seconds(v, zero_means="no limit"), 600.0, "seconds per compile (0: none)",
             flag="--gemm-compile-timeout", metavar="S", number=True),
     Setting("memory_limit", memory.parse_limit, "auto", "memory a case may need (host; a GPU backend's device too), "

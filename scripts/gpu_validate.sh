@@ -20,6 +20,8 @@
 #   seeds         a user's own project over fresh seeds, aten and triton (scripts/gpu_seeds.sh); SEED=N reruns
 #   orders        every ordered pair of backends in one process (tests/test_backend_orders.py)
 #   examples      README's main job with every extra: python -m pytest examples -v --durations=0 --gemm-seed=${SEED:-1}
+#   big           the big profile (one tensor past 2**31 elements): the examples' drawn tests on aten and triton
+#                 (BIG_BACKENDS), --gemm-profile=big --gemm-seed=${SEED:-1}
 #   rates         verified cases per minute: the triton user file, cutedsl's file (seed 11, default budget)
 #   workers       the triton user file at three splits of the cores (workers x compile threads)
 #   job           the workflow's GPU job (scripts/gpu_job_local.sh), narrowed as recorded
@@ -33,8 +35,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-steps_known="install suites calibrate calibrate-fn seeds orders examples rates workers job bench kernels kernel-tests multi"
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+steps_known="install suites calibrate calibrate-fn seeds orders examples big rates workers job bench kernels kernel-tests multi"
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
 
 install=readme
 [ -d .gpu ] && install=staged
@@ -229,6 +231,15 @@ step_examples() {
   t python3 -m pytest "${plugins[@]}" examples -v --durations=0 --gemm-seed="${SEED:-1}" ${EXAMPLES_ARGS:-}
   rc=$?
   kill "$sampler" 2>/dev/null
+  echo "rc=$rc, $((SECONDS - start)) s as a process"
+  return $rc
+}
+
+step_big() {
+  local start=$SECONDS rc
+  t python3 -m pytest "${plugins[@]}" examples -v -rs --gemm-profile=big --gemm-seed="${SEED:-1}" \
+    --gemm-backends="${BIG_BACKENDS:-aten,triton}" -k "test_any_gemm or test_linear_layers"
+  rc=$?
   echo "rc=$rc, $((SECONDS - start)) s as a process"
   return $rc
 }

@@ -48,6 +48,7 @@ BAD_FLAGS = {
     "--gemm-cold-compile": ("maybe", "--gemm-cold-compile='maybe': must be 'on' or 'off'"),
     "--gemm-all-choices": ("maybe", "--gemm-all-choices='maybe': must be 'on' or 'off'"),
     "--gemm-fewer-threads": ("some", "--gemm-fewer-threads='some': must be 'auto' (Inductor's own CPU kernels)"),
+    "--gemm-profile": ("huge", "--gemm-profile='huge': must be 'default' or 'big'"),
     "--gemm-compile-samples": ("0", "--gemm-compile-samples='0': must be an integer >= 1"),
     "--gemm-bench-time": ("0", "--gemm-bench-time=0: must be > 0"),
     "--gemm-cpu-threads": ("-2", "--gemm-cpu-threads=-2: must be an integer >= 1"),

@@ -125,6 +125,23 @@ def test_a_proposed_entry_names_the_special_values_its_failures_held(tmp_path):
     assert parsed.values == ("inf", "nan")
 
 
+def test_a_proposed_entry_names_the_32_bit_class_where_every_failure_had_a_tensor_past_2_31_elements(tmp_path):
+    from pytest_gemmguard.cases.case import GemmCase
+
+    big = ("mm 46341×46341×16 bfloat16 contiguous epilogue=none", "mm 129×3×16647161 float16 offset epilogue=none")
+    right = ("t[triton]", "mm 8×8×8 bfloat16 contiguous epilogue=none", "verified")
+    (entry,) = proposals.propose([record(*(("t[triton]", case, "wrong-result") for case in big), right)])
+    assert 'elements = ">2147483648"' in entry, entry
+    path = tmp_path / "proposed.toml"
+    path.write_text(entry)
+    (parsed,) = known.load(str(path)).entries
+    case = GemmCase("mm", 46341, 46341, 16, 0, "bfloat16")
+    assert parsed.sizes["elements"](case.elements, case) and not parsed.sizes["elements"](2**31, case)
+    # With a small failure among them, the class is not the 32-bit one.
+    small = ("t[triton]", "mm 5×6×7 bfloat16 offset epilogue=none", "wrong-result")
+    assert "elements" not in proposals.propose([record(("t[triton]", big[0], "wrong-result"), small)])[0]
+
+
 # ---------------------------------------------------------------- end to end: base and head
 
 

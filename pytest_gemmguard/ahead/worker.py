@@ -37,6 +37,7 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
     from ..cases.precision import math_precision
     from ..compile import candidates
     from ..compile.compiler import Compiler, run_checked
+    from ..oracle import chunks
     from . import travel
 
     case = GemmCase(**job["case"])
@@ -50,7 +51,7 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
         target, flat = travel.unpack(job["fn"]), inputs.args
     compiler = job.get("compiler") or Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
     compiler.activate()
-    judged = case.dtype if job.get("all_choices") else None
+    judged = case.dtype if job.get("all_choices") and not chunks.chunked(case) else None  # run/reference.py
     with math_precision(case.dtype), candidates.judging(judged, repr(case)):
         _, record = run_checked(compiler.compile(backend, target, flat, OPS[case.op].weight_positions), flat)
     return record

@@ -89,6 +89,13 @@ class GemmCase:
     def shape(self) -> tuple[int, ...]:
         return (self.batch, self.m, self.n, self.k) if OPS[self.op].batched else (self.m, self.n, self.k)
 
+    @property
+    def elements(self) -> int:
+        """The most elements one tensor of the case spans (A, B or the result, a batch counted whole): past
+        2**31 (`cases.big`) a kernel that indexes with 32-bit integers wraps."""
+        lead = max(self.batch, 1) if OPS[self.op].batched else 1
+        return lead * max(self.m * self.k, self.k * self.n, self.m * self.n)
+
     def describe(self) -> str:
         dims = "×".join(str(d) for d in self.shape)
         text = f"{self.op} {dims} {self.dtype} {self.layout} epilogue={self.epilogue}"
@@ -158,6 +165,17 @@ def operand_specs(case: GemmCase) -> dict[str, tuple[tuple[int, ...], str]]:
         "epi_bias": ((case.n,), "row"),
         "residual": (out_shape, "aliased" if _residual_is_a(case) else "row"),
     }
+
+
+def row_dims(case: GemmCase) -> dict[str, int]:
+    """The dimension holding the result's rows, for each input that has one: a row of every GEMM of the space, and
+    of every epilogue step, is computed from the same row of these and the whole of the others (oracle/chunks.py)."""
+    dims = {"a": -2, "residual": -2}
+    if case.op == "baddbmm":
+        dims["bias"] = -2
+    if OPS[case.op].rowwise_scales:
+        dims["scale_a"] = 0  # (M, 1)
+    return dims
 
 
 def _residual_is_a(case: GemmCase) -> bool:

@@ -13,6 +13,9 @@ The estimate follows a check through its phases (run/check.py, oracle/, compile/
     comparison   the same kept, the output, and up to seven float64 arrays of its size (oracle.judge)
     candidates   (--gemm-all-choices) autotuning's own example operands and output, and their float64
                  reference, beside the case's
+    chunks       for a case judged in row chunks (oracle/chunks.py) instead of the reference and comparison: the
+                 float64 copies of the inputs used whole, about ten float64 arrays of one chunk, one NaN block, the
+                 output, and eager's output (a failure's report); no candidates
 
 Every phase holds the operands. A margin of 10% covers what is not counted (the allocator's rounding, a
 kernel's workspace). On the CPU all of it is host memory; for a GPU backend the phases are on the device, and
@@ -31,6 +34,12 @@ from typing import Any
 
 MARGIN = 1.1
 F64 = 8
+# A case whose largest tensor spans more elements than this is judged in row chunks, its winner only
+# (oracle/chunks.py): whole, its float64 reference and comparison would hold about nine arrays of its result's size.
+CHUNK_ELEMENTS = 2**26
+# Elements of one row chunk's widest row-wise array (8 MiB in float64): on 2 CPU cores a chunk of 2**24 took 4x as
+# long (each array a fresh mapping, zeroed page by page), 2**19 to 2**21 about the same.
+ROW_WORK = 2**20
 LIMIT_HELP = "--gemm-memory-limit=BYTES (or off; ini gemm_memory_limit, environment GEMMGUARD_MEMORY_LIMIT)"
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
@@ -64,9 +73,22 @@ class Need:
     parts: dict[str, int]
 
 
+def chunked(case: Any) -> bool:
+    """Whether `case` is judged in row chunks (CHUNK_ELEMENTS)."""
+    return case.elements > CHUNK_ELEMENTS
+
+
+def rows_per_chunk(case: Any) -> int:
+    """Rows of the result in one chunk: about ROW_WORK elements in its widest row-wise array."""
+    from .ops import OPS
+
+    lead = case.batch if OPS[case.op].batched else 1
+    return max(ROW_WORK // max(lead * max(case.k, case.n), 1), 1)
+
+
 def estimate(case: Any, device: str, all_choices: bool = True) -> Need:
     """What `case` will hold at its peak on `device` when checked (module docstring)."""
-    from .case import STORAGE_OFFSET, input_roles, operand_specs, role_dtypes
+    from .case import STORAGE_OFFSET, input_roles, operand_specs, role_dtypes, row_dims
     from .ops import DTYPES, OPS
 
     specs, dtypes = operand_specs(case), role_dtypes(case)
@@ -89,6 +111,14 @@ def estimate(case: Any, device: str, all_choices: bool = True) -> Need:
         "run": {f64: kept, "outputs": 5 * out_bytes},
         "comparison": {f64: kept + 7 * F64 * out, "outputs": out_bytes},
     }
+    if chunked(case):  # judged in row chunks (oracle/chunks.py), the winner only
+        whole = sum(n for r, n in numel.items() if r not in row_dims(case))
+        chunk = min(rows_per_chunk(case), case.m) * lead * (case.k + case.n)
+        phases = {  # one NaN block, the output, eager's output for a failure's report; a chunk's float64 arrays
+            "run": {"outputs": 3 * out_bytes},
+            "comparison": {f64: F64 * (whole + 10 * chunk), "outputs": 3 * out_bytes},
+        }
+        all_choices = False
     if all_choices:  # autotuning's example tensors, and the float64 reference its candidates are judged by
         phases["candidates"] = {f64: kept + F64 * (2 * ab + 3 * out), "autotuning's tensors": ab_stored + out_bytes}
     on_gpu = str(device).startswith("cuda")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -86,8 +87,11 @@ def gemm_cases(
     return cases_in(space, device, seed)
 
 
-def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[GemmCase]:
-    """The strategy of a validated CaseSpace (what `gemm_cases` and the `@gemm_case` runner draw from)."""
+def cases_in(
+    space: CaseSpace, device: str, seed: int = 0, sizes: Callable[[str, str], st.SearchStrategy] | None = None
+) -> st.SearchStrategy[GemmCase]:
+    """The strategy of a validated CaseSpace (what `gemm_cases` and the `@gemm_case` runner draw from). `sizes`
+    (a profile's: cases/big.py) draws (batch, M, N, K) for an op and layout instead of the default regimes."""
     limits = SizeLimits.for_device(device)
     shapes, epilogues = space.shapes, space.epilogues
     dtypes_ = list(space.dtypes or default_dtypes(device))
@@ -109,16 +113,21 @@ def cases_in(space: CaseSpace, device: str, seed: int = 0) -> st.SearchStrategy[
         else:
             op = data(st.sampled_from(ops_))
             align = OPS[op].align
-            m, n, k = data(dims(limits.mn)), data(dims(limits.mn)), data(dims(limits.k))
-            n, k = _round_up(n, align), _round_up(k, align)
-            batch = data(st.integers(1, limits.batch)) if OPS[op].batched else 0
+            if sizes is None:
+                m, n, k = data(dims(limits.mn)), data(dims(limits.mn)), data(dims(limits.k))
+                n, k = _round_up(n, align), _round_up(k, align)
+                batch = data(st.integers(1, limits.batch)) if OPS[op].batched else 0
+            else:  # drawn once the layout is (an aliased B needs N = M)
+                batch = m = n = k = 0
         # A listed shape is kept as given: it takes an aliased B only where N = M already.
         allowed = [(d, lay) for d in dtypes_ for lay in layouts_
                    if op_takes(op, d, lay) and (not shapes or aliasable(lay, m, n))]  # fmt: skip
         dtype = data(st.sampled_from(sorted({d for d, _ in allowed}, key=dtypes_.index)))
         kinds = values_ if not OPS[op].scaled else ["normal"]
         layout, values = data(st.sampled_from(_layouts_and_values([lay for d, lay in allowed if d == dtype], kinds)))
-        if not shapes and layout == "aliased":
+        if sizes is not None and not shapes:
+            batch, m, n, k = data(sizes(op, layout))
+        elif not shapes and layout == "aliased":
             m = n = max(m, n)  # B is A transposed: M and N meet at the larger
             if data(st.booleans()):  # or B is A itself (x @ x, a residual that is x): all three meet at K
                 # At K, not at M: a failure that needs a large K then still fails with another layout, so Hypothesis

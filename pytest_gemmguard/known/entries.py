@@ -22,7 +22,9 @@ KINDS = ("wrong-result", FEWER_THREADS, DYNAMIC, "raises", REFUSES, "any")
 # What a runner reports; "any" exists only in the file.
 FAILURE_KINDS = ("wrong-result", FEWER_THREADS, DYNAMIC, "raises", REFUSES)
 REQUIRED = ("id", "backend", "versions", "kind", "link", "reason")
-SIZE_KEYS = ("m", "n", "k", "batch")
+# "elements": the most elements one tensor of the case spans (GemmCase.elements; ">2147483648" is the big profile's
+# class, a 32-bit index that wraps).
+SIZE_KEYS = ("m", "n", "k", "batch", "elements")
 # `seen` and `seen_right`: the evidence an entry carries (cases described as reports describe them: the cases it
 # was seen failing on, and the neighbours seen right), so the pattern between them can be reviewed.
 EVIDENCE_KEYS = ("seen", "seen_right")

@@ -99,6 +99,9 @@ def _entry(backend: str, kind: str, op: str, group: dict[str, Any], seen_right: 
         values = {c[size] for c in cases}
         if len(values) == 1 and values <= {1}:
             lines.append(f"{size} = 1")
+    spans = [max(c["batch"], 1) * max(c["m"] * c["k"], c["k"] * c["n"], c["m"] * c["n"]) for c in cases]
+    if min(spans) > 2**31:  # every case had a tensor past 2**31 elements: the big profile's class (cases/big.py)
+        lines.append('elements = ">2147483648"')
     versions = {"torch": _release(group["facts"].get("torch"))}
     package = BACKEND_PACKAGES.get(backend)
     if package:

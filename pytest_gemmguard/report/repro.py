@@ -18,6 +18,7 @@ from typing import Any
 
 from .._compat import openmp  # runtime_paths' source goes into a script that needs it
 from ..cases import case as cases  # the module: its source goes into the script
+from ..cases.memory import chunked
 from ..cases.ops import DTYPES, OPS, SCALE, STEPS, output_dtype
 from ..cases.precision import describe
 from ..files import write_text_atomic
@@ -113,6 +114,31 @@ def _run_source(one_thread_teams: bool) -> tuple[str, str]:
     return helpers, run
 
 
+def _reference_source(case, roles: list[str], row: int) -> str:
+    """The script's float64 reference and eager run: of the whole result; or, for a case judged in row chunks
+    (cases/memory.py: gigabytes of float64 whole), of the failing row alone, which needs only that row of the
+    row-wise inputs (cases.case.row_dims)."""
+    whole = [
+        "    with Float64ScaledMM():",
+        "        expected = fn(*[a.to(torch.float64) for a in args])",
+        "    eager = fn(*args)  # eager PyTorch on the same inputs, under the same flags: is the library off too?",
+    ]
+    if not chunked(case):
+        return "\n".join(whole)
+    dims = {r: d for r, d in cases.row_dims(case).items() if r in roles}
+    return "\n".join(
+        [
+            f"    # A tensor spans {case.elements} elements: row {row} alone, from that row of the row-wise inputs.",
+            f"    ROW, ROW_DIMS, ROLES = {row}, {dims!r}, {roles!r}",
+            "    rows = [t.narrow(ROW_DIMS[r] % t.dim(), ROW, 1) if r in ROW_DIMS else t for r, t in zip(ROLES, args)]",
+            "    with Float64ScaledMM():",
+            "        expected = fn(*[a.to(torch.float64) for a in rows])",
+            "    eager = fn(*args).narrow(-2, ROW, 1)  # eager PyTorch on the same inputs: is the library off too?",
+            "    out = out.narrow(-2, ROW, 1)",
+        ]
+    )
+
+
 def _first_run_source(case, first_case, n_inputs: int) -> tuple[str, str]:
     """For a failure of a compile reused across sizes (crosscheck/sizes.py): the inputs at the size the compile
     autotuned at, and the run on them that comes before the judged one."""
@@ -136,6 +162,9 @@ def script(case, backend, fn, verdict, dynamic: bool, one_thread_teams: bool = F
     body = _user_function_source(fn) if fn is not None else _case_function_source(case)
     mismatch = verdict.mismatch
     index, tol = (mismatch.index, mismatch.tolerance) if mismatch is not None and mismatch.index else ((), float("inf"))
+    row = index[-2] if len(index) >= 2 else 0
+    if index and chunked(case):  # the script compares the failing row alone (_reference_source)
+        index = (*index[:-2], 0, index[-1])
     options, needs_gemmguard = _options_source(backend)
     run_helpers, run = _run_source(one_thread_teams)
     first_inputs, first_run = _first_run_source(case, first_case, n_inputs)
@@ -211,9 +240,7 @@ torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 with torch.no_grad(), inductor_config.patch(INDUCTOR_OPTIONS):
     compiled = torch.compile(Frozen().eval(), dynamic={dynamic})
 {run}
-    with Float64ScaledMM():
-        expected = fn(*[a.to(torch.float64) for a in args])
-    eager = fn(*args)  # eager PyTorch on the same inputs, under the same flags: is the library off too?
+{_reference_source(case, roles[:n_inputs], row)}
 err = (out.to(torch.float64) - expected).abs()
 eager_err = (eager.to(torch.float64) - expected).abs()
 index, tolerance = {index!r}, {tol!r}

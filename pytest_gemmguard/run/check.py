@@ -1,7 +1,8 @@
-"""One check of one case on one backend, in stages: the reference (the float64 result and the bound a correct one
-keeps to: the case's own, or the test's function's), what the compile-ahead worker learnt, the compile and run
-through the backend with provenance, the winner judged (on the CPU also with one thread per OpenMP team; a share of
-the cases also from a dynamic compile at another M), then the autotune candidates judged.
+"""One check of one case on one backend, in stages: the reference (run/reference.py: the float64 result and the
+bound a correct one keeps to, the case's own or the test's function's), what the compile-ahead worker learnt, the
+compile and run through the backend with provenance, the winner judged (on the CPU also with one thread per OpenMP
+team; a share of the cases also from a dynamic compile at another M), then the autotune candidates judged. A case
+judged in row chunks (the big profile's) has its winner judged only.
 
 The backend never judges and the oracle never compiles: this module only sequences them, and decides
 whose fault an exception is (the backend's, or the test's own function's).
@@ -14,24 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from .. import backends, oracle
 from .._compat import hypothesis as hypothesis_compat
 from ..ahead import travel
 from ..ahead.pool import job_args
-from ..cases.case import case_function
-from ..cases.ops import DTYPES, OPS, dtype_unsupported
+from ..cases.ops import OPS, dtype_unsupported
 from ..cases.precision import describe, math_precision
 from ..compile import candidates
 from ..compile.candidates import CandidateResult
 from ..compile.compiler import CallRecord, run_checked
 from ..crosscheck import confirm, differential, sizes, threads
-from ..errors import CandidateMismatch, CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported, UserCodeError
-from ..oracle.function import bound as fn_bound
+from ..errors import CandidateMismatch, CaseKilledProcess, CompileTimeout, GemmMismatch, Unsupported
 from ..report import repro
 from ..report.failure import candidate_report, failure_report
 from . import refusal
+from .reference import Reference, references
 
 if TYPE_CHECKING:
     from ..ahead.reply import Reply
@@ -46,23 +44,6 @@ class CheckResult:
     output: Any
     verdict: oracle.Verdict
     record: CallRecord
-
-
-@dataclass(frozen=True)
-class Reference:
-    """What a check compiles and what a correct result is: the function and its arguments, the float64 reference,
-    the per-element bound, and the dtype the result is stored in."""
-
-    target: Callable[..., Any]
-    args: tuple
-    expected: torch.Tensor
-    tol: torch.Tensor
-    dtype: torch.dtype
-
-    @property
-    def judged(self) -> tuple:
-        """(expected, bound, dtype): what the cross-checks judge another compile's result by."""
-        return self.expected, self.tol, self.dtype
 
 
 def check(session: GemmSession, example: Example, fn: Callable[..., Any] | None) -> CheckResult:
@@ -102,7 +83,7 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     refused = backend.refuses(example.case) if fn is None else None  # a user's function may compute in any dtype
     if refused:
         raise Unsupported(backend.name, refused)
-    own, ref = _references(example, fn)
+    own, ref = references(example, fn, backend.name)
     learnt = _learn_ahead(session, example, backend, fn)
     if worker_found_unsupported(learnt, fn):
         detail = learnt.detail or "no kernel of the backend ran (compile-ahead worker)"
@@ -113,10 +94,11 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     # not what that function compiles here, so they are confirmed (or blamed) in the case's own GEMM.
     op_only = from_worker and fn is not None and not learnt.candidates_fn
     verdict = _judge_winner(session, example, fn, backend, ref, out, record, [] if op_only else seen)
-    threads.judge_with_one_thread_teams(session, example, fn, backend, compiled, ref.args, ref.judged)
+    if ref.judged is not None:  # a case judged in row chunks has no whole reference for the cross-checks
+        threads.judge_with_one_thread_teams(session, example, fn, backend, compiled, ref.args, ref.judged)
     counted = record.compiled or from_worker
     found = _judge_candidates(session, example, backend, own if op_only else ref, record, seen, counted)
-    if fn is None:  # the case's own GEMM, right with its candidates: a share also from a dynamic compile at another M
+    if fn is None and ref.judged is not None:  # a share of the case's own GEMMs: also from a dynamic compile
         sizes.judge_at_another_size(session, example, backend, ref.judged)
     cleared = (c.candidate.name for c in found if c.outcome == confirm.RIGHT)
     example.judged_right += (*(r.name for r in seen if r.checked and not r.wrong), *cleared)
@@ -127,65 +109,6 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
         counts.fused += 1
     counts.check_s += time.perf_counter() - started
     return CheckResult(out, verdict, record)
-
-
-# ---------------------------------------------------------------- 1. the reference and its bound
-
-
-def _references(example: Example, fn: Callable[..., Any] | None) -> tuple[Reference, Reference]:
-    """The case's own reference, and the one this check judges by: the same, or for the test's own function its
-    bound (oracle/function.py: the function need not compute the case's epilogue)."""
-    case, inputs = example.case, example.inputs
-    expected, tol = oracle.case_reference(case, inputs)
-    own_fn = case_function(case.op, case.epilogue, case.dtype)
-    own = Reference(own_fn, inputs.flat, expected, tol, DTYPES[case.out_dtype])
-    if fn is None:
-        return own, own
-    dtype = _user_eager(fn, inputs.args).dtype
-    fn_expected, fn_tol = fn_bound(fn, inputs.args, case.dtype, dtype, lambda: tol)
-    specials = case.values != "normal"
-    _comparable(fn_expected, dtype, specials=specials)
-    if specials:
-        # NaN or inf in the operands: the function's bound is derived for finite numbers, and a row-wise step after
-        # the GEMM (a softmax over a row holding -inf: eager float16 at 1.1x of it) carries a special into its
-        # neighbours' rounding. Such a case holds each NaN and inf to the same special and every other element to
-        # being finite; its values are held to the bound by the cases of ordinary numbers.
-        fn_tol = torch.where(torch.isfinite(fn_expected), torch.full_like(fn_tol, float("inf")), fn_tol)
-    return own, Reference(fn, inputs.args, fn_expected, fn_tol, dtype)
-
-
-def _user_eager(fn: Callable[..., Any], flat: tuple) -> Any:
-    """Run the test's own function eagerly first: what goes wrong here is the test's, not the backend's."""
-    try:
-        with torch.no_grad():
-            out = fn(*flat)
-    except Exception as exc:
-        raise UserCodeError(
-            f"gemm.check(fn): your function raised {type(exc).__name__} when run eagerly on the case's inputs "
-            f"(before any compile): {exc}"
-        ) from exc
-    if not isinstance(out, torch.Tensor):
-        raise UserCodeError(
-            f"gemm.check(fn): your function returned {type(out).__name__}; it must return one tensor "
-            "(the GEMM's result) so the oracle can compare it"
-        )
-    return out
-
-
-def _comparable(expected: Any, dtype: torch.dtype, specials: bool = False) -> None:
-    """The test's own function must give the oracle something to compare: a result that is NaN or infinite in
-    every element (its float64 value, stored as its dtype) passes wherever the backend's is too, so it would
-    verify nothing. Unless the operands held NaN or inf (`specials`): then keeping them is what is verified (a
-    softmax of rows that each meet a NaN column is NaN everywhere, and must be)."""
-    if not isinstance(expected, torch.Tensor) or not (expected.is_floating_point() or expected.is_complex()):
-        return
-    if expected.numel() and (specials or bool(torch.isfinite(expected.to(dtype)).any())):
-        return
-    raise UserCodeError(
-        "gemm.check(fn): your function's result is NaN or infinite in every element, so nothing could be compared"
-        if expected.numel()
-        else "gemm.check(fn): your function's result is empty, so nothing could be compared"
-    )
 
 
 # ---------------------------------------------------------------- 2. what the compile-ahead worker learnt
@@ -253,9 +176,11 @@ def _compile_and_run(
     (compile/candidates.py)."""
     case = example.case
     compiled = session.compiler.compile(backend, ref.target, ref.args, OPS[case.op].weight_positions)
-    oracle.poison_allocator(torch.empty(ref.expected.shape, dtype=ref.dtype, device=ref.expected.device))
+    oracle.poison_allocator(ref.like, count=1 if ref.chunked is not None else 4)  # one block: gigabytes each
     compiling_before = session.compiler.stats["compile_s"]
-    with candidates.judging(case.dtype if session.options.all_choices else None, repr(case)):
+    # The candidates are judged against whole float64 references: not for a case judged in row chunks.
+    judged = case.dtype if session.options.all_choices and ref.chunked is None else None
+    with candidates.judging(judged, repr(case)):
         try:
             return (compiled, *run_checked(compiled, ref.args))
         except Unsupported as exc:
@@ -303,10 +228,10 @@ def _judge_winner(
 ) -> oracle.Verdict:
     """The oracle's verdict on what ran; a wrong one raises GemmMismatch with its report: the repro script, a
     known entry's candidates blamed where that is proven, and for a failure a reader sees, the other backends."""
-    verdict = oracle.judge(out, ref.expected, ref.tol, ref.dtype)
+    verdict = ref.judge(out)
     if verdict.ok:
         return verdict
-    ratio = oracle.eager_ratio(ref.target, ref.args, ref.expected, ref.tol)
+    ratio = ref.eager_ratio()
     verdict = oracle.Verdict(False, verdict.max_ratio, verdict.max_error, verdict.mismatch, ratio)
     counts = session.tally.of(example.backend)
     counts.failed += 1
@@ -315,7 +240,7 @@ def _judge_winner(
     weights = OPS[example.case.op].weight_positions
     blamed, lines = _blame_winner(session, example, backend, ref, weights, seen)
     others = None
-    if _reported(session, example, blamed):
+    if _reported(session, example, blamed) and ref.judged is not None:
         others = differential.run(session, example, backend.name, ref.target, ref.args, weights, ref.judged)
     report = failure_report(example, verdict, record, path, backend.name, describe(example.case.dtype), others)
     raise GemmMismatch("\n".join([report, *(f"  {line}" for line in lines)]), blamed)
@@ -327,7 +252,7 @@ def _blame_winner(
     """A wrong winner blamed on the autotune candidates a known entry names, where that is proven
     (crosscheck/confirm.py): only for a case exactly one entry with `candidates` covers, so nothing else pays for
     the extra compiles."""
-    if session.known is None or not seen:
+    if session.known is None or not seen or ref.judged is None:
         return (), []
     from .. import known
 

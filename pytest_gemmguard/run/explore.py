@@ -20,6 +20,7 @@ from hypothesis.errors import DidNotReproduce
 
 from .._compat import hypothesis as hypothesis_compat
 from ..ahead.worker import fatal_cuda
+from ..cases import big
 from ..errors import (
     BackendCrashed,
     BackendRefused,
@@ -56,6 +57,10 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
 
     require_backend(backend)
     options = session.options
+    if options.profile == "big" and (space.shapes or space.cases is not None):
+        import pytest
+
+        pytest.skip(f"gemmguard: {big.SHAPES_LISTED}")
     p = plan(session, space, backend, test_id)
     strategy, explicit, run_seed = p.strategy, p.explicit, p.run_seed
     total = p.total  # the progress lines' count: what will run (the budget undercounts it at 1)

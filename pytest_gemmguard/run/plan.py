@@ -12,7 +12,7 @@ from hypothesis import HealthCheck
 
 from .. import backends
 from .._compat import hypothesis as hypothesis_compat
-from ..cases import strategies
+from ..cases import big, strategies
 from . import replay
 
 if TYPE_CHECKING:
@@ -69,14 +69,18 @@ def plan(session: GemmSession, space: CaseSpace, backend: str, test_id: str) -> 
     options = session.options
     device = backends.get(backend).device()
     seed = options.seed or 0
-    strategy = strategies.cases_in(space, device, seed)
+    profile = options.profile
+    strategy = strategies.cases_in(space, device, seed, sizes=big.sizes if profile == "big" else None)
     if space.cases is not None:  # harvested: exactly these cases, each once
         tour = list(dict.fromkeys(dataclasses.replace(c, seed=seed) for c in space.cases))
         budget = options.max_examples or space.max_examples or len(tour)
         explicit, draws = tour, 0
     else:
-        tour = strategies.regime_tour(space, device, seed)
-        budget = options.max_examples or space.max_examples or options.default_examples[device]
+        if profile == "big":  # every case gigabytes: the profile's few examples, unless the run names a number
+            tour, budget = big.tour(space, device, seed), options.max_examples or big.EXAMPLES[device]
+        else:
+            tour = strategies.regime_tour(space, device, seed)
+            budget = options.max_examples or space.max_examples or options.default_examples[device]
         everything = strategies.every_case(space, device, seed, at_most=budget)
         if options.replay is not None:  # the replayed example alone
             explicit, draws = [], 1

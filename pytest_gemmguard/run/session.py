@@ -29,6 +29,7 @@ class Options:
     # --gemm-fewer-threads: which CPU backends' compiled code runs again with one thread per OpenMP team
     # (crosscheck/threads.py)
     fewer_threads: str = "auto"
+    profile: str = "default"  # --gemm-profile: the sizes drawn ('big': cases/big.py)
 
 
 class GemmSession:
@@ -60,7 +61,7 @@ class GemmSession:
         from ..ahead.policy import auto_workers
         from ..ahead.pool import AheadPool
 
-        if self.options.replay:
+        if self.options.replay or self.options.profile == "big":  # big: a worker would hold a case's gigabytes too
             return None
         workers = self.options.compile_workers
         if workers is None:

@@ -1,0 +1,118 @@
+"""The `big` profile (`--gemm-profile=big`): cases in which one tensor spans more than 2**31 elements, so that a
+kernel, or the indexing code around it, that computes offsets in 32-bit integers wraps (pytorch#196431;
+triton-lang/triton#832; Inductor keeps Triton templates from such sizes with a check of its own, which can miss a
+tensor). Off by default: a case holds gigabytes (an mm result just past 2**31 elements is 4 GiB in bfloat16), and
+its float64 reference is judged in row chunks (oracle/chunks.py), which takes seconds.
+
+Which tensor crosses is drawn: the result (M×N just past 2**31; for a batched op each matrix stays below it and the
+batch's offset crosses), or A (M×K, with K long and N small). B (K×N) is A's mirror and is left out: the chunked
+reference holds B whole in float64. Each crosses by a little (a few rows or columns past the limit, where a wrapped
+index lands on the tensor's first elements) with K, or N, small, so the work stays far below a second on a GPU.
+Everything else (op, dtype, layout, epilogue, values) is drawn as in the default space; a case too large for the
+memory free is refused by the memory guard (cases/memory.py), before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from .case import GemmCase, takes_values
+from .ops import OPS, chain_name, default_dtypes, op_takes
+
+PROFILES = ("default", "big")
+INT32_ELEMENTS = 2**31
+# Examples per test under the big profile, where a test does not set its own with --gemm-max-examples: each case
+# allocates gigabytes and is judged in chunks.
+EXAMPLES = {"cpu": 2, "cuda": 6}
+# Rows of a result that crosses: near the square root of 2**31 (46341**2 just passes it, so an aliased `x @ x.T`
+# crosses too), a power of two past it, and a prime.
+RESULT_ROWS = (46341, 65537, 32771)
+BATCH_RESULT_ROWS = (16385, 32771)
+# Rows of an A that crosses through a long K (a row of at most 2**24 elements, which its float64 chunk holds).
+LONG_K_ROWS = (129, 1031, 32771)
+CROSSING = ("result", "a")
+SHAPES_LISTED = (
+    "the big profile draws its own sizes (one tensor past 2**31 elements): a test that lists its shapes or runs "
+    "harvested cases has none to run under it"
+)
+
+
+def _past(elements_per_unit: int, align: int, extra: int) -> int:
+    """The smallest multiple of `align` that takes `elements_per_unit` of it past 2**31 elements, plus `extra`
+    multiples: a wrapped index then lands `extra` units into the tensor's first elements."""
+    units = INT32_ELEMENTS // elements_per_unit + 1
+    return (-(-units // align) + extra) * align
+
+
+def _round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
+
+
+def _square_past(batch: int) -> int:
+    """The smallest M with batch × M × M past 2**31."""
+    m = math.isqrt(INT32_ELEMENTS // batch)
+    while batch * m * m <= INT32_ELEMENTS:
+        m += 1
+    return m
+
+
+def sizes(op: str, layout: str) -> st.SearchStrategy[tuple[int, int, int, int]]:
+    """(batch, M, N, K) of a case of `op` in `layout` one of whose tensors crosses 2**31 elements (module
+    docstring). An aliased B is A transposed (N = M): its result crosses at a square M = N, its A through K."""
+    align, batched = OPS[op].align, OPS[op].batched
+
+    @st.composite
+    def draw(data) -> tuple[int, int, int, int]:
+        batch = data(st.sampled_from((2, 3, 5))) if batched else 1
+        extra = data(st.sampled_from((0, 1, 7)))
+        small = data(st.sampled_from((1, 3, 16, 17, 64)))
+        if data(st.sampled_from(CROSSING)) == "result":
+            k = _round_up(small, align)
+            if layout == "aliased":  # B is A transposed, so N = M: the square crosses
+                m = n = _square_past(batch) + extra
+            else:
+                m = data(st.sampled_from(BATCH_RESULT_ROWS if batched else RESULT_ROWS))
+                n = _past(batch * m, align, extra)
+        else:
+            # An aliased B is A transposed, so N = M: kept to the smaller rows, or the result would cross too.
+            m = data(st.sampled_from(LONG_K_ROWS[:2] if layout == "aliased" else LONG_K_ROWS))
+            k = _past(batch * m, align, extra)
+            n = m if layout == "aliased" else _round_up(small, align)
+        return (batch if batched else 0, m, n, k)
+
+    return draw()
+
+
+def tour(space, device: str, seed: int = 0) -> list[GemmCase]:
+    """The profile's explicit cases: each op of the space once with its result crossing and once with its A
+    crossing, at the smallest crossing, in the space's first dtype and layout the op takes, the chains of the
+    space (or none and bias+gelu) by turns."""
+    from .space import valid_ops, values_of
+
+    dtypes = list(space.dtypes or default_dtypes(device))
+    layouts = list(space.layouts or ("contiguous", "transposed_b"))
+    chains = list(space.epilogues or ("none", chain_name(("bias", "gelu"))))
+    values = values_of(space)[0]  # ordinary numbers, unless the space holds specials alone
+    out = []
+    for op in valid_ops(space, dtypes):
+        taken = [(d, lay) for d in dtypes for lay in layouts if op_takes(op, d, lay)]
+        if not taken:
+            continue
+        dtype, layout = taken[0]
+        align, batched = OPS[op].align, OPS[op].batched
+        batch = 3 if batched else 1
+        if layout == "aliased":
+            side = _square_past(batch)
+            result = (side, side, _round_up(16, align))
+        else:
+            m = BATCH_RESULT_ROWS[0] if batched else RESULT_ROWS[0]
+            result = (m, _past(batch * m, align, 0), _round_up(16, align))
+        long_m = LONG_K_ROWS[0]
+        long_k = (long_m, long_m if layout == "aliased" else _round_up(3, align), _past(batch * long_m, align, 0))
+        for m, n, k in (result, long_k):
+            chain = chains[len(out) % len(chains)]
+            value = values if takes_values(op, values, m, n) else "normal"
+            out.append(GemmCase(op, m, n, k, batch if batched else 0, dtype, layout, chain, seed, value))
+    return out
