@@ -2,7 +2,7 @@
 index wraps, and the oracle in row chunks that judges such a case (oracle/chunks.py).
 
 A case of the real profile holds gigabytes and takes minutes on 2 CPU cores (mm 46341×46341×1 bfloat16: 55 s for the
-GEMM, 80 s for the chunked oracle), so its runs are the GPU validation's (`scripts/gpu_validate.sh big`). Here the
+GEMM, about 90 s for the chunked oracle), so its runs are the GPU validation's (`scripts/gpu_validate.sh big`). Here the
 same code runs with the limit lowered to 2**16 elements and small chunks: the sizes, the chunking and the plugin's
 path through them are the profile's own; only the constants differ.
 """
