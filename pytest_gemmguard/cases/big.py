@@ -86,33 +86,38 @@ def sizes(op: str, layout: str) -> st.SearchStrategy[tuple[int, int, int, int]]:
 
 
 def tour(space, device: str, seed: int = 0) -> list[GemmCase]:
-    """The profile's explicit cases: each op of the space once with its result crossing and once with its A
-    crossing, at the smallest crossing, in the space's first dtype and layout the op takes, the chains of the
-    space (or none and bias+gelu) by turns."""
+    """The profile's explicit cases: each op of the space crossing through its result and through A, at the
+    smallest crossing; first one crossing per op (by turns, so a budget of a few examples meets both and many ops),
+    then the other. The dtypes and layouts the op takes, and the space's chains (or none and bias+gelu), by turns."""
     from .space import valid_ops, values_of
 
     dtypes = list(space.dtypes or default_dtypes(device))
     layouts = list(space.layouts or ("contiguous", "transposed_b"))
     chains = list(space.epilogues or ("none", chain_name(("bias", "gelu"))))
     values = values_of(space)[0]  # ordinary numbers, unless the space holds specials alone
+    ops = [op for op in valid_ops(space, dtypes) if any(op_takes(op, d, lay) for d in dtypes for lay in layouts)]
     out = []
-    for op in valid_ops(space, dtypes):
-        taken = [(d, lay) for d in dtypes for lay in layouts if op_takes(op, d, lay)]
-        if not taken:
-            continue
-        dtype, layout = taken[0]
-        align, batched = OPS[op].align, OPS[op].batched
-        batch = 3 if batched else 1
-        if layout == "aliased":
-            side = _square_past(batch)
-            result = (side, side, _round_up(16, align))
-        else:
-            m = BATCH_RESULT_ROWS[0] if batched else RESULT_ROWS[0]
-            result = (m, _past(batch * m, align, 0), _round_up(16, align))
-        long_m = LONG_K_ROWS[0]
-        long_k = (long_m, long_m if layout == "aliased" else _round_up(3, align), _past(batch * long_m, align, 0))
-        for m, n, k in (result, long_k):
-            chain = chains[len(out) % len(chains)]
-            value = values if takes_values(op, values, m, n) else "normal"
-            out.append(GemmCase(op, m, n, k, batch if batched else 0, dtype, layout, chain, seed, value))
+    for turn in range(2):
+        for i, op in enumerate(ops):
+            taken = [(d, lay) for d in dtypes for lay in layouts if op_takes(op, d, lay)]
+            dtype, layout = taken[(i + turn) % len(taken)]
+            out.append(_smallest_crossing(op, dtype, layout, (i + turn) % 2 == 0, chains[len(out) % len(chains)],
+                                          values, seed))  # fmt: skip
     return out
+
+
+def _smallest_crossing(op: str, dtype: str, layout: str, result: bool, chain: str, values: str, seed: int) -> GemmCase:
+    """The case of `op` whose result (or A, through K) crosses 2**31 elements by the least."""
+    align, batched = OPS[op].align, OPS[op].batched
+    batch = 3 if batched else 1
+    if result and layout == "aliased":
+        side = _square_past(batch)
+        m, n, k = side, side, _round_up(16, align)
+    elif result:
+        m = BATCH_RESULT_ROWS[0] if batched else RESULT_ROWS[0]
+        n, k = _past(batch * m, align, 0), _round_up(16, align)
+    else:
+        m = LONG_K_ROWS[0]
+        n, k = m if layout == "aliased" else _round_up(3, align), _past(batch * m, align, 0)
+    value = values if takes_values(op, values, m, n) else "normal"
+    return GemmCase(op, m, n, k, batch if batched else 0, dtype, layout, chain, seed, value)

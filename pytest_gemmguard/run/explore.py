@@ -247,6 +247,8 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
         # gives no blob (an explicit example; a failure whose re-run failed differently). Kept on the exception, not
         # in a list here: a list would hold every failure a shrink met, with the tensors their tracebacks reach.
         failed = getattr(exc, "failed_case", None)
+        if options.profile == "big" and failed is not None:  # a blob means its case only through the profile's sizes
+            blob = None
         if blob is not None or failed is not None:
             exc.add_note(replay.line(test_id, f"{blob[0]}:{blob[1]}" if blob else replay.case_value(failed)))
         if first is not None:
