@@ -1,13 +1,13 @@
 """The `big` profile (`--gemm-profile=big`): cases in which one tensor spans more than 2**31 elements, so that a
 kernel, or the indexing code around it, that computes offsets in 32-bit integers wraps (pytorch#196431;
-triton-lang/triton#832; Inductor keeps Triton templates from such sizes with a check of its own, which can miss a
-tensor). Off by default: a case holds gigabytes (an mm result just past 2**31 elements is 4 GiB in bfloat16), and
-its float64 reference is judged in row chunks (oracle/chunks.py), which takes seconds.
+triton-lang/triton#832; pytorch#179333 fixed a Triton template whose signature kept 32-bit offsets for an input past
+them). Off by default: a case holds gigabytes (an mm result just past 2**31 elements is 4 GiB in bfloat16), and its
+float64 reference is judged in row chunks (oracle/chunks.py): about 90 s a case on 2 CPU cores.
 
 Which tensor crosses is drawn: the result (M×N just past 2**31; for a batched op each matrix stays below it and the
 batch's offset crosses), or A (M×K, with K long and N small). B (K×N) is A's mirror and is left out: the chunked
 reference holds B whole in float64. Each crosses by a little (a few rows or columns past the limit, where a wrapped
-index lands on the tensor's first elements) with K, or N, small, so the work stays far below a second on a GPU.
+index lands on the tensor's first elements) with K, or N, small, so a case is mostly memory traffic, not arithmetic.
 Everything else (op, dtype, layout, epilogue, values) is drawn as in the default space; a case too large for the
 memory free is refused by the memory guard (cases/memory.py), before anything is allocated.
 """
@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from .case import GemmCase, takes_values
 from .ops import OPS, chain_name, default_dtypes, op_takes
 
-PROFILES = ("default", "big")
 INT32_ELEMENTS = 2**31
 # Examples per test under the big profile, where a test does not set its own with --gemm-max-examples: each case
 # allocates gigabytes and is judged in chunks.
