@@ -32,12 +32,11 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
     inputs, options and math precision, every autotune candidate judged when `all_choices`); returns the
     CallRecord."""
     from ..cases.case import GemmCase, build_inputs, case_function
-    from ..cases.memory import guard
+    from ..cases.memory import chunked, guard
     from ..cases.ops import OPS
     from ..cases.precision import math_precision
     from ..compile import candidates
     from ..compile.compiler import Compiler, run_checked
-    from ..oracle import chunks
     from . import travel
 
     case = GemmCase(**job["case"])
@@ -51,7 +50,7 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
         target, flat = travel.unpack(job["fn"]), inputs.args
     compiler = job.get("compiler") or Compiler(cache_dir=cache_dir, dynamic=job.get("dynamic", False), timeout_s=0)
     compiler.activate()
-    judged = case.dtype if job.get("all_choices") and not chunks.chunked(case) else None  # run/reference.py
+    judged = case.dtype if job.get("all_choices") and not chunked(case) else None  # run/reference.py
     with math_precision(case.dtype), candidates.judging(judged, repr(case)):
         _, record = run_checked(compiler.compile(backend, target, flat, OPS[case.op].weight_positions), flat)
     return record

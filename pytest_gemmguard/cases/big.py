@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from .case import GemmCase, takes_values
 from .ops import OPS, chain_name, default_dtypes, op_takes
+from .strategies import _round_up
 
 INT32_ELEMENTS = 2**31
 # Examples per test under the big profile, where a test does not set its own with --gemm-max-examples: each case
@@ -41,12 +42,7 @@ SHAPES_LISTED = (
 def _past(elements_per_unit: int, align: int, extra: int) -> int:
     """The smallest multiple of `align` that takes `elements_per_unit` of it past 2**31 elements, plus `extra`
     multiples: a wrapped index then lands `extra` units into the tensor's first elements."""
-    units = INT32_ELEMENTS // elements_per_unit + 1
-    return (-(-units // align) + extra) * align
-
-
-def _round_up(x: int, multiple: int) -> int:
-    return -(-x // multiple) * multiple
+    return _round_up(INT32_ELEMENTS // elements_per_unit + 1, align) + extra * align
 
 
 def _square_past(batch: int) -> int:

@@ -1,10 +1,10 @@
-"""The oracle in row chunks, for a case one of whose tensors spans more than `CHUNK_ELEMENTS` elements (cases/memory.py
-sets it; the big profile's cases, cases/big.py, cross 2**31). Whole, its float64 reference, bound and comparison
-would hold about nine float64 arrays of the result's size: 150 GiB for an mm whose result is just past 2**31
-elements. Every GEMM of the case space, and every epilogue step, computes a row of its result from the same row of
-its row-wise inputs (A, a residual, a baddbmm bias, a row-wise scale: cases.case.row_dims) and the whole of the
-others, so the reference of rows [r0, r1) is the reference of the case on those rows: each chunk is judged by the
-oracle as it is, then the verdicts are merged.
+"""The oracle in row chunks, for a case one of whose tensors spans more than `CHUNK_ELEMENTS` elements
+(cases/memory.py sets it and says which case is `chunked`; the big profile's cases, cases/big.py, cross 2**31).
+Whole, its float64 reference, bound and comparison would hold about nine float64 arrays of the result's size:
+150 GiB for an mm whose result is just past 2**31 elements. Every GEMM of the case space, and every epilogue step,
+computes a row of its result from the same row of its row-wise inputs (A, a residual, a baddbmm bias, a row-wise
+scale: cases.case.row_dims) and the whole of the others, so the reference of rows [r0, r1) is the reference of the
+case on those rows: each chunk is judged by the oracle as it is, then the verdicts are merged.
 
 What the chunks hold at once: the float64 copies of the inputs used whole (B, a bias of N) and one chunk of every
 array (cases/memory.py counts it)."""
@@ -17,10 +17,8 @@ from typing import Any
 import torch
 
 from ..cases.case import CaseInputs, GemmCase, row_dims
-from ..cases.memory import CHUNK_ELEMENTS, chunked, rows_per_chunk
+from ..cases.memory import rows_per_chunk
 from ..cases.ops import OPS
-
-__all__ = ["CHUNK_ELEMENTS", "Chunked", "chunked", "row_ranges"]
 
 
 def row_ranges(case: GemmCase) -> list[tuple[int, int]]:
@@ -37,11 +35,9 @@ class Chunked:
     inputs: CaseInputs
 
     def __post_init__(self) -> None:
-        rows = row_dims(self.case)
-        roles = list(OPS[self.case.op].arg_names)
-        whole = {r: t.detach().to(torch.float64) for r, t in zip(roles, self.inputs.args, strict=True) if r not in rows}
-        whole.update({r: t.detach().to(torch.float64) for r, t in self.inputs.extras.items() if r not in rows})
-        self._whole = whole
+        self._dims, self._roles = row_dims(self.case), OPS[self.case.op].arg_names
+        named = {**dict(zip(self._roles, self.inputs.args, strict=True)), **self.inputs.extras}
+        self._whole = {r: t.detach().to(torch.float64) for r, t in named.items() if r not in self._dims}
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -50,15 +46,13 @@ class Chunked:
 
     def rows(self, r0: int, r1: int) -> CaseInputs:
         """The case's inputs for rows [r0, r1): the row-wise ones sliced, the rest whole (in float64)."""
-        dims = row_dims(self.case)
 
         def take(role: str, t: torch.Tensor) -> torch.Tensor:
-            if role not in dims:
+            if role not in self._dims:
                 return self._whole[role]
-            return t.narrow(dims[role] % t.dim(), r0, r1 - r0)
+            return t.narrow(self._dims[role] % t.dim(), r0, r1 - r0)
 
-        roles = list(OPS[self.case.op].arg_names)
-        args = tuple(take(r, t) for r, t in zip(roles, self.inputs.args, strict=True))
+        args = tuple(take(r, t) for r, t in zip(self._roles, self.inputs.args, strict=True))
         return CaseInputs(args, {r: take(r, t) for r, t in self.inputs.extras.items()})
 
     def judge(self, actual: Any, expected_dtype: torch.dtype) -> Any:

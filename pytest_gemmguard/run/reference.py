@@ -1,5 +1,5 @@
 """A check's reference: what it compiles, and the float64 result and bound a correct one keeps to (the case's own,
-or the bound of the test's own function, oracle/function.py). A case with a tensor past `chunks.CHUNK_ELEMENTS`
+or the bound of the test's own function, oracle/function.py). A case with a tensor past `memory.CHUNK_ELEMENTS`
 elements (the big profile) holds no whole reference: its winner is judged in row chunks (oracle/chunks.py), and the
 checks that need a whole reference (the autotune candidates, the cross-checks of crosscheck/, the test's own
 function) do not run for it."""
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import oracle
+from ..cases import memory
 from ..cases.case import case_function
 from ..cases.ops import DTYPES
 from ..errors import Unsupported, UserCodeError
@@ -72,7 +73,7 @@ def references(example: Example, fn: Callable[..., Any] | None, backend: str) ->
     bound (oracle/function.py: the function need not compute the case's epilogue)."""
     case, inputs = example.case, example.inputs
     own_fn = case_function(case.op, case.epilogue, case.dtype)
-    if chunks.chunked(case):
+    if memory.chunked(case):
         if fn is not None:
             raise Unsupported(backend, CHUNKED_FN)
         own = Reference(own_fn, inputs.flat, None, None, DTYPES[case.out_dtype], chunks.Chunked(case, inputs))
