@@ -58,7 +58,9 @@ def test_the_oracle_in_row_chunks_gives_the_whole_oracles_verdict(monkeypatch, c
 def _drawn(device: str, n: int = 300) -> list[GemmCase]:
     out = []
 
-    @settings(max_examples=n, database=None, deadline=None)
+    # Derandomized: the assertions below are about the distribution, and a layout drawn ~3% of the time can be missed by
+    # an unlucky random draw of 300; a fixed draw keeps the test a statement about the code, not about the seed.
+    @settings(max_examples=n, database=None, deadline=None, derandomize=True)
     @given(cases_in(case_space("t"), device, 0, sizes=big.sizes))
     def collect(case):
         out.append(case)
