@@ -84,6 +84,13 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
     else:
         lines.append("autotune candidates: only the winners were checked (--gemm-all-choices=off)")
     for name in selected:
+        chunked = summary.of(name).chunked
+        if chunked:
+            lines.append(
+                f"{name}: {chunked} verified example{'s' if chunked != 1 else ''} judged in row chunks (a tensor past "
+                "2**26 elements): the winner alone, no autotune candidates, thread teams or other sizes"
+            )
+    for name in selected:
         tried, judged = summary.of(name).dynamic_compiles, summary.of(name).dynamic_judged
         if tried:
             lines.append(

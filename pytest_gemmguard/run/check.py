@@ -104,6 +104,7 @@ def _attempt(session: GemmSession, example: Example, fn: Callable[..., Any] | No
     example.judged_right += (*(r.name for r in seen if r.checked and not r.wrong), *cleared)
     counts = session.tally.of(example.backend)
     counts.verified += 1
+    counts.chunked += ref.chunked is not None
     refusal.note_taken(session, backend, example.case)
     if any(_fused(k) for g in record.graphs for k in g.gemm_kernels(backend.name)):
         counts.fused += 1
