@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import backends
+from ..cases import memory
 from .tally import Tally
 
 
@@ -88,7 +89,8 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
         if chunked:
             lines.append(
                 f"{name}: {chunked} verified example{'s' if chunked != 1 else ''} judged in row chunks (a tensor past "
-                "2**26 elements): the winner alone, no autotune candidates, thread teams or other sizes"
+                f"{memory.CHUNK_ELEMENTS} elements): the winner alone, no autotune candidates, thread teams or "
+                "other sizes"
             )
     for name in selected:
         tried, judged = summary.of(name).dynamic_compiles, summary.of(name).dynamic_judged

@@ -30,7 +30,7 @@ class Counts:
     candidates_unchecked: int = 0
     candidates_unconfirmed: int = 0  # wrong on autotuning's tensors, right compiled alone (crosscheck/confirm.py)
     candidates_unsettled: int = 0  # wrong-looking, and no compile could settle it
-    chunked: int = 0  # verified in row chunks (a tensor past 2**26 elements): the winner alone was judged
+    chunked: int = 0  # verified in row chunks (cases/memory.py, chunked): the winner alone was judged
     dynamic_compiles: int = 0  # verified cases compiled again with dynamic shapes (crosscheck/sizes.py)
     dynamic_judged: int = 0  # of those, reused at another M without recompiling, and right at both
     compiled_ahead: int = 0  # by a compile-ahead worker (ahead/)
