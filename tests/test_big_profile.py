@@ -176,7 +176,8 @@ def test_the_big_profile_finds_an_index_that_wraps_and_clean_aten_passes_the_sam
     assert re.search(r"SKIPPED \[1\] test_\w+\.py:\d+: gemmguard: the big profile draws its own sizes", text), text
     assert "unsupported by aten for every case drawn" in text and "gemm.check(fn) on a case with a tensor" in text
     # The table says which verified examples were judged without their candidates and cross-checks.
-    chunked = re.search(rf"aten: (\d+) verified examples? judged in row chunks \(a tensor past {LIMIT // 16} ", text)
+    past = memory.CHUNK_ELEMENTS  # the lowered one
+    chunked = re.search(rf"aten: (\d+) verified examples? judged in row chunks \(a tensor past {past} ", text)
     verified = re.search(r"^aten +\d+ +\d+ +\d+ +\d+ \| +(\d+) ", text, re.M)
     assert chunked and verified and 0 < int(chunked[1]) <= int(verified[1]), text
 

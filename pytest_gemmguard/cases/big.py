@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from .case import GemmCase, takes_values
 from .ops import OPS, chain_name, default_dtypes, op_takes
-from .strategies import _round_up
+from .strategies import round_up
 
 INT32_ELEMENTS = 2**31
 # Examples per test under the big profile, where a test does not set its own with --gemm-max-examples: each case
@@ -42,7 +42,7 @@ SHAPES_LISTED = (
 def _past(elements_per_unit: int, align: int, extra: int) -> int:
     """The smallest multiple of `align` that takes `elements_per_unit` of it past 2**31 elements, plus `extra`
     multiples: a wrapped index then lands `extra` units into the tensor's first elements."""
-    return _round_up(INT32_ELEMENTS // elements_per_unit + 1, align) + extra * align
+    return round_up(INT32_ELEMENTS // elements_per_unit + 1, align) + extra * align
 
 
 def _square_past(batch: int) -> int:
@@ -64,7 +64,7 @@ def sizes(op: str, layout: str) -> st.SearchStrategy[tuple[int, int, int, int]]:
         extra = data(st.sampled_from((0, 1, 7)))
         small = data(st.sampled_from((1, 3, 16, 17, 64)))
         if data(st.sampled_from(CROSSING)) == "result":
-            k = _round_up(small, align)
+            k = round_up(small, align)
             if layout == "aliased":  # B is A transposed, so N = M: the square crosses
                 m = n = _square_past(batch) + extra
             else:
@@ -74,7 +74,7 @@ def sizes(op: str, layout: str) -> st.SearchStrategy[tuple[int, int, int, int]]:
             # An aliased B is A transposed, so N = M: kept to the smaller rows, or the result would cross too.
             m = data(st.sampled_from(LONG_K_ROWS[:2] if layout == "aliased" else LONG_K_ROWS))
             k = _past(batch * m, align, extra)
-            n = m if layout == "aliased" else _round_up(small, align)
+            n = m if layout == "aliased" else round_up(small, align)
         return (batch if batched else 0, m, n, k)
 
     return draw()
@@ -107,12 +107,12 @@ def _smallest_crossing(op: str, dtype: str, layout: str, result: bool, chain: st
     batch = 3 if batched else 1
     if result and layout == "aliased":
         side = _square_past(batch)
-        m, n, k = side, side, _round_up(16, align)
+        m, n, k = side, side, round_up(16, align)
     elif result:
         m = BATCH_RESULT_ROWS[0] if batched else RESULT_ROWS[0]
-        n, k = _past(batch * m, align, 0), _round_up(16, align)
+        n, k = _past(batch * m, align, 0), round_up(16, align)
     else:
         m = LONG_K_ROWS[0]
-        n, k = m if layout == "aliased" else _round_up(3, align), _past(batch * m, align, 0)
+        n, k = m if layout == "aliased" else round_up(3, align), _past(batch * m, align, 0)
     value = values if takes_values(op, values, m, n) else "normal"
     return GemmCase(op, m, n, k, batch if batched else 0, dtype, layout, chain, seed, value)

@@ -115,7 +115,7 @@ def cases_in(
             align = OPS[op].align
             if sizes is None:
                 m, n, k = data(dims(limits.mn)), data(dims(limits.mn)), data(dims(limits.k))
-                n, k = _round_up(n, align), _round_up(k, align)
+                n, k = round_up(n, align), round_up(k, align)
                 batch = data(st.integers(1, limits.batch)) if OPS[op].batched else 0
             else:  # drawn once the layout is (an aliased B needs N = M)
                 batch = m = n = k = 0
@@ -167,7 +167,7 @@ def _listed_fits(op: str, shape: tuple[int, ...], dtypes: list[str], layouts: li
     )
 
 
-def _round_up(x: int, multiple: int) -> int:
+def round_up(x: int, multiple: int) -> int:
     return -(-x // multiple) * multiple
 
 
@@ -229,7 +229,7 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
         else:
             batch = max(batch, 3) if not space.shapes else batch  # batches > 2
         align = OPS[op].align
-        n, k = _round_up(n, align), _round_up(k, align)
+        n, k = round_up(n, align), round_up(k, align)
         fits = [lay for lay in layouts if not space.shapes or aliasable(lay, m, n)]
         dtype = _first_unvisited([d for d in dtypes if any(op_takes(op, d, lay) for lay in fits)], seen_dtypes, i)
         layout = _first_unvisited([lay for lay in fits if op_takes(op, dtype, lay)], seen_layouts, i)
