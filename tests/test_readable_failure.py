@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import actrun
 import pytest
 from actrun import plants
 
@@ -35,7 +36,7 @@ def readme_whole_space_example() -> str:
 def run_pytest(project: Path, plugin_args: list[str], *args: str) -> str:
     # A user's environment, less the suite's settings; the suite's kernel cache stays (it changes one word of the
     # header, never a verdict or the report's shape): C++ kernels built once, not in each of the three processes.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMMGUARD_", "PYTEST_"))}
+    env = actrun.user_env()
     if os.environ.get("GEMMGUARD_KERNEL_CACHE"):
         env["GEMMGUARD_KERNEL_CACHE"] = os.environ["GEMMGUARD_KERNEL_CACHE"]
     command = [sys.executable, "-m", "pytest", *plugin_args, "--gemm-backends=aten", "-p", "no:cacheprovider", *args]

@@ -5,7 +5,6 @@ switching the shipped set off brings the upstream bug back as a failure."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -57,14 +56,9 @@ def installed_package(python: Path) -> Path:
     return Path(where)
 
 
-def user_env() -> dict[str, str]:
-    """This environment less gemmguard's and pytest's variables: the test run's settings are not a user's."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("GEMMGUARD_", "PYTEST_"))}
-
-
 def run_user_project(python: Path, project: Path, *args: str) -> subprocess.CompletedProcess:
     command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfExX", *args]
-    return subprocess.run(command, cwd=project, capture_output=True, text=True, env=user_env(), timeout=900)
+    return subprocess.run(command, cwd=project, capture_output=True, text=True, env=actrun.user_env(), timeout=900)
 
 
 # A test of the user's own beside README's: float32 weights sliced out of a fused buffer, the CPP template's bug.

@@ -109,6 +109,12 @@ def commit(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+def user_env() -> dict[str, str]:
+    """This environment less gemmguard's and pytest's variables, for a process that runs as a user's would: the
+    test run's own settings (its kernel cache, its xdist worker) are not a user's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GEMMGUARD_", "PYTEST_"))}
+
+
 def make_venv(path: Path, with_checkout: bool = False) -> Path:
     """The Python the setup-python stand-in hands the jobs: a fresh venv, so a job's `pip install -e .` never
     repoints the test run's own install, that sees this environment's packages through a .pth (a path line:
