@@ -19,7 +19,8 @@
 #   calibrate-fn  the bound of check(fn) on the functions users write (scripts/calibrate_fn_bound.py)
 #   seeds         a user's own project over fresh seeds, aten and triton (scripts/gpu_seeds.sh); SEED=N reruns
 #   orders        every ordered pair of backends in one process (tests/test_backend_orders.py)
-#   examples      README's main job with every extra: python -m pytest examples -v --durations=0 --gemm-seed=${SEED:-1}
+#   examples      README's main job with every extra: python -m pytest examples -v --durations=0 --gemm-seed=${SEED:-1};
+#                 SEEDS="S1 S2" runs one such process per seed, side by side
 #   big           the big profile (one tensor past 2**31 elements): the examples' drawn tests on aten and triton
 #                 (BIG_BACKENDS), --gemm-profile=big --gemm-seed=${SEED:-1}
 #   rates         verified cases per minute: the triton user file, cutedsl's file (seed 11, default budget)
@@ -36,7 +37,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 steps_known="install suites calibrate calibrate-fn seeds orders examples big rates workers job bench kernels kernel-tests multi"
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 
 install=readme
 [ -d .gpu ] && install=staged
@@ -226,10 +227,23 @@ step_orders() {
 
 step_examples() {
   sample "$out/examples-use.txt" &
-  local sampler=$! start=$SECONDS rc
-  # shellcheck disable=SC2086  # EXAMPLES_ARGS: more options, split on spaces
-  t python3 -m pytest "${plugins[@]}" examples -v --durations=0 --gemm-seed="${SEED:-1}" ${EXAMPLES_ARGS:-}
-  rc=$?
+  local sampler=$! start=$SECONDS rc=0 seed pids=()
+  if [ -z "${SEEDS:-}" ]; then
+    # shellcheck disable=SC2086  # EXAMPLES_ARGS: more options, split on spaces
+    t python3 -m pytest "${plugins[@]}" examples -v --durations=0 --gemm-seed="${SEED:-1}" ${EXAMPLES_ARGS:-}
+    rc=$?
+  else
+    # Several seeds side by side, one process each (its log examples-SEED.txt): verdicts as in a run alone, wall
+    # times not comparable with one. Give each fewer compile-ahead workers in EXAMPLES_ARGS, or they share the cores.
+    for seed in $SEEDS; do
+      # shellcheck disable=SC2086
+      logged "$out/examples-$seed.txt" python3 -m pytest "${plugins[@]}" examples -v --durations=0 \
+        --gemm-seed="$seed" ${EXAMPLES_ARGS:-} &
+      pids+=($!)
+    done
+    for seed in "${pids[@]}"; do wait "$seed" || rc=1; done
+    grep -HE '(passed|failed|error).* in [0-9.]+s|^FAILED' "$out"/examples-[0-9]*.txt | cut -c1-200
+  fi
   kill "$sampler" 2>/dev/null
   echo "rc=$rc, $((SECONDS - start)) s as a process"
   return $rc
