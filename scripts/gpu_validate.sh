@@ -227,7 +227,7 @@ step_orders() {
 
 step_examples() {
   sample "$out/examples-use.txt" &
-  local sampler=$! start=$SECONDS rc=0 seed pids=()
+  local sampler=$! start=$SECONDS rc=0 seed pid pids=()
   if [ -z "${SEEDS:-}" ]; then
     # shellcheck disable=SC2086  # EXAMPLES_ARGS: more options, split on spaces
     t python3 -m pytest "${plugins[@]}" examples -v --durations=0 --gemm-seed="${SEED:-1}" ${EXAMPLES_ARGS:-}
@@ -241,8 +241,10 @@ step_examples() {
         --gemm-seed="$seed" ${EXAMPLES_ARGS:-} &
       pids+=($!)
     done
-    for seed in "${pids[@]}"; do wait "$seed" || rc=1; done
-    grep -HE '(passed|failed|error).* in [0-9.]+s|^FAILED' "$out"/examples-[0-9]*.txt | cut -c1-200
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    for seed in $SEEDS; do
+      grep -HE '(passed|failed|error).* in [0-9.]+s|^FAILED' "$out/examples-$seed.txt" | cut -c1-200
+    done
   fi
   kill "$sampler" 2>/dev/null
   echo "rc=$rc, $((SECONDS - start)) s as a process"
