@@ -34,11 +34,8 @@ def readme_whole_space_example() -> str:
 
 
 def run_pytest(project: Path, plugin_args: list[str], *args: str) -> str:
-    # A user's environment, less the suite's settings; the suite's kernel cache stays (it changes one word of the
-    # header, never a verdict or the report's shape): C++ kernels built once, not in each of the three processes.
-    env = actrun.user_env()
-    if os.environ.get("GEMMGUARD_KERNEL_CACHE"):
-        env["GEMMGUARD_KERNEL_CACHE"] = os.environ["GEMMGUARD_KERNEL_CACHE"]
+    # A user's environment with the suite's kernel cache: C++ kernels built once, not in each of the three processes.
+    env = actrun.user_env(kernel_cache=os.environ.get("GEMMGUARD_KERNEL_CACHE"))
     command = [sys.executable, "-m", "pytest", *plugin_args, "--gemm-backends=aten", "-p", "no:cacheprovider", *args]
     done = subprocess.run(command, cwd=project, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-4000:]

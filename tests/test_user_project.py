@@ -56,9 +56,12 @@ def installed_package(python: Path) -> Path:
     return Path(where)
 
 
-def run_user_project(python: Path, project: Path, *args: str) -> subprocess.CompletedProcess:
+def run_user_project(
+    python: Path, project: Path, *args: str, kernel_cache: str | None = None
+) -> subprocess.CompletedProcess:
     command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfExX", *args]
-    return subprocess.run(command, cwd=project, capture_output=True, text=True, env=actrun.user_env(), timeout=900)
+    env = actrun.user_env(kernel_cache=kernel_cache)
+    return subprocess.run(command, cwd=project, capture_output=True, text=True, env=env, timeout=900)
 
 
 # A test of the user's own beside README's: float32 weights sliced out of a fused buffer, the CPP template's bug.
@@ -89,13 +92,16 @@ def test_the_readme_example_in_a_users_own_project(user_python, tmp_path, no_ker
     # The shipped set switched off: the same upstream bug is a failure again (so the xfail above came from it).
     # The later runs assert only outcomes: each takes only the tests it asserts on, and the suite's kernel cache
     # (the C++ kernels other tests built are loaded, not built again; every graph is still lowered and autotuned).
-    later = (*ARGS, f"--gemm-kernel-cache={no_kernel_cache}") if no_kernel_cache else ARGS
-    off = run_user_project(user_python, project, *later, "-k", "sliced and cpp", "--gemm-known-shipped=off")
+    off = run_user_project(
+        user_python, project, *ARGS, "-k", "sliced and cpp", "--gemm-known-shipped=off", kernel_cache=no_kernel_cache
+    )
     assert off.returncode == 1 and "FAILED test_sliced.py::test_sliced_weight[cpp]" in off.stdout, off.stdout[-4000:]
 
     # A new wrong result in the same run still fails, beside the known one.
     (project / "conftest.py").write_text(plants.WRONG_ATEN)
-    red = run_user_project(user_python, project, *later, "-k", "any_gemm and aten or sliced and cpp")
+    red = run_user_project(
+        user_python, project, *ARGS, "-k", "any_gemm and aten or sliced and cpp", kernel_cache=no_kernel_cache
+    )
     assert red.returncode == 1, red.stdout[-4000:]
     assert re.search(r"FAILED test_readme.py::test_any_gemm\[aten\]", red.stdout), red.stdout[-4000:]
     assert re.search(r"XFAIL test_sliced.py::test_sliced_weight\[cpp\]", red.stdout), red.stdout[-4000:]

@@ -109,10 +109,14 @@ def commit(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-def user_env() -> dict[str, str]:
+def user_env(kernel_cache: str | None = None) -> dict[str, str]:
     """This environment less gemmguard's and pytest's variables, for a process that runs as a user's would: the
-    test run's own settings (its kernel cache, its xdist worker) are not a user's."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("GEMMGUARD_", "PYTEST_"))}
+    test run's own settings (its kernel cache, its xdist worker) are not a user's. `kernel_cache`: the one kept, for
+    a run that asserts only outcomes (it changes one word of the header, never a verdict or a report's shape)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMMGUARD_", "PYTEST_"))}
+    if kernel_cache:
+        env["GEMMGUARD_KERNEL_CACHE"] = kernel_cache
+    return env
 
 
 def make_venv(path: Path, with_checkout: bool = False) -> Path:
