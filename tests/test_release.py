@@ -19,7 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_user_project import installed_package, user_env
+from actrun import user_env
+from test_user_project import installed_package
 from test_workflows import _load, _run, _tool
 
 import pytest_gemmguard
