@@ -19,9 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from actrun import user_env
-from test_user_project import installed_package
-from test_workflows import _load, _run, _tool
+from actrun import installed_package, load_yaml, run_tool, tool, user_env
 
 import pytest_gemmguard
 
@@ -36,7 +34,7 @@ TAG_STEP = "The tag is the package's version"
 
 def _steps(job: str) -> dict[str, str]:
     """A release job's named `run` steps, script by name."""
-    return {s["name"]: s["run"] for s in _load(RELEASE)["jobs"][job]["steps"] if "run" in s}
+    return {s["name"]: s["run"] for s in load_yaml(RELEASE)["jobs"][job]["steps"] if "run" in s}
 
 
 def _bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
@@ -52,12 +50,12 @@ def _bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_the_release_workflow_passes_both_linters_and_they_catch_planted_mistakes(tmp_path):
-    schemas, actionlint = _tool("check-jsonschema"), _tool("actionlint")
+    schemas, actionlint = tool("check-jsonschema"), tool("actionlint")
     for schema in ("vendor.github-workflows", "custom.github-workflows-require-timeout"):
-        proc = _run(schemas, "--builtin-schema", schema, str(RELEASE))
+        proc = run_tool(schemas, "--builtin-schema", schema, str(RELEASE))
         assert proc.returncode == 0, f"{schema}: {proc.stdout}{proc.stderr}"
     config = str(ROOT / ".github" / "actionlint.yaml")
-    proc = _run(actionlint, "-no-color", "-config-file", config, str(RELEASE))
+    proc = run_tool(actionlint, "-no-color", "-config-file", config, str(RELEASE))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The publish job without its timeout, and waiting on a job that does not exist.
     text = RELEASE.read_text()
@@ -65,9 +63,9 @@ def test_the_release_workflow_passes_both_linters_and_they_catch_planted_mistake
     untimed.write_text(text.replace("    timeout-minutes: 10\n", "", 1))
     misnamed.write_text(text.replace("needs: [build, wheel]", "needs: [build, wheels]", 1))
     assert untimed.read_text() != text and misnamed.read_text() != text
-    proc = _run(schemas, "--builtin-schema", "custom.github-workflows-require-timeout", str(untimed))
+    proc = run_tool(schemas, "--builtin-schema", "custom.github-workflows-require-timeout", str(untimed))
     assert proc.returncode == 1 and "'timeout-minutes' is a required property" in proc.stdout, proc.stdout
-    proc = _run(actionlint, "-no-color", "-config-file", config, str(misnamed))
+    proc = run_tool(actionlint, "-no-color", "-config-file", config, str(misnamed))
     assert proc.returncode == 1 and 'needs job "wheels" which does not exist' in proc.stdout, proc.stdout
 
 
@@ -119,7 +117,7 @@ def hardening_problems(doc: dict, text: str) -> list[str]:
 
 def test_the_release_workflow_follows_its_hardening_rules():
     text = RELEASE.read_text()
-    doc = _load(RELEASE)
+    doc = load_yaml(RELEASE)
     assert hardening_problems(doc, text) == []
     # Each rule can fail: plant one break at a time.
     build_writes = copy.deepcopy(doc)

@@ -204,6 +204,31 @@ def test_neither_plugin_imports_the_other():
     assert "pytest_gemmguard.plugin" not in _imports(bench)
 
 
+TESTS = pathlib.Path(__file__).parent
+
+
+def files_importing_test_modules(root: pathlib.Path) -> dict[str, list[str]]:
+    """Each file under `root` that imports a test module (`test_*`), with what it imports."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        named = sorted(m for m in _imports(path, root) if m.split(".")[-1].startswith("test_"))
+        if named:
+            found[str(path.relative_to(root))] = named
+    return found
+
+
+def test_no_test_module_imports_another(tmp_path):
+    """What tests share lives in helper modules (tests/actrun, tests/gpu/gpu_selection.py). A test module importing
+    another ties one file's collection to the other's private names: a helper moved out of test_user_project
+    left test_release unable to import, and CI failed collecting it. The check can fail: a planted file does."""
+    assert files_importing_test_modules(TESTS) == {}
+    (tmp_path / "test_a.py").write_text("from test_b import helper\n")
+    (tmp_path / "test_b.py").write_text("def helper():\n    pass\n")
+    assert files_importing_test_modules(tmp_path) == {"test_a.py": ["test_b"]}
+
+
 def test_no_module_is_a_god_module():
     # gemmguard's own GEMMs (kernels/) are each one GPU kernel with its launcher, kept whole as a user's kernel
     # would be: the limit is for gemmguard's own logic.

@@ -39,21 +39,8 @@ def user_python(tmp_path_factory) -> Path:
     (wheel,) = wheels.glob("pytest_gemmguard-*.whl")
     python = venv / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True)
-    installed_package(python)
+    actrun.installed_package(python)
     return python
-
-
-def installed_package(python: Path) -> Path:
-    """The folder gemmguard imports from in the venv of `python`, checked to be an installed copy (not this
-    checkout) with what the package carries besides its logic: the shipped known failures, the own kernels."""
-    where = subprocess.run(
-        [str(python), "-c", "import pytest_gemmguard, os; print(os.path.dirname(pytest_gemmguard.__file__))"],
-        capture_output=True, text=True, check=True, cwd=python.parent,
-    ).stdout.strip()  # fmt: skip
-    assert not where.startswith(str(ROOT)), where  # the wheel's copy, not this checkout
-    assert Path(where, "known", "known-failures.toml").is_file()  # the shipped database is package data
-    assert Path(where, "kernels", "triton_gemm.py").is_file() and Path(where, "kernels", "cute_gemm.py").is_file()
-    return Path(where)
 
 
 def run_user_project(

@@ -9,7 +9,6 @@ which jobs ran and what they printed. The act runs are marked `act` (`-m "not ac
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import shutil
@@ -20,7 +19,6 @@ from pathlib import Path
 import actrun
 import pytest
 from actrun import fake_github, plants
-from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / ".github" / "workflows" / "ci.yml"
@@ -30,26 +28,10 @@ STANDINS = sorted(actrun.STANDINS.glob("*/action.yml"))
 UNDER_ACT = bool(os.environ.get("ACT"))  # inside a job that act runs: no act inside act
 
 
-def _load(path: Path | str) -> dict:
-    text = path.read_text() if isinstance(path, Path) else path
-    return YAML(typ="safe").load(io.StringIO(text))
-
-
-def _tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not installed: pip install -e '.[dev]'", pytrace=False)
-    return found
-
-
 def _readme_example() -> str:
     text = (ROOT / "README.md").read_text()
     start = text.index("```yaml\nname: gemm\n") + len("```yaml\n")
     return text[start : text.index("```", start)]
-
-
-def _run(*command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 # ---------------------------------------------------------------- lint
@@ -66,14 +48,14 @@ def test_the_shared_plants_pass_the_lint_a_ci_job_runs_on_them(tmp_path):
     for name, text in samples.items():
         (tmp_path / name).write_text(text)
     ruff = [sys.executable, "-m", "ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml")]
-    proc = _run(*ruff, str(tmp_path))
+    proc = actrun.run_tool(*ruff, str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (tmp_path / "unused.py").write_text("import os\n")  # the check can fail
-    assert _run(*ruff, str(tmp_path)).returncode == 1
+    assert actrun.run_tool(*ruff, str(tmp_path)).returncode == 1
 
 
 def test_every_workflow_and_action_matches_githubs_schemas(tmp_path):
-    tool = _tool("check-jsonschema")
+    tool = actrun.tool("check-jsonschema")
     example = tmp_path / "adopt.yml"
     example.write_text(_readme_example())
     workflows = [str(p) for p in [*WORKFLOWS, example]]
@@ -83,25 +65,25 @@ def test_every_workflow_and_action_matches_githubs_schemas(tmp_path):
         ("custom.github-workflows-require-timeout", workflows),  # a timeout on every job
         ("vendor.github-actions", [str(p) for p in [*ACTIONS, *STANDINS]]),
     ):
-        proc = _run(tool, "--builtin-schema", schema, *files)
+        proc = actrun.run_tool(tool, "--builtin-schema", schema, *files)
         assert proc.returncode == 0, f"{schema}: {proc.stdout}{proc.stderr}"
     # The checks can fail: a job without its timeout, an action whose runner is misspelled.
     ci = CI.read_text()
     untimed = tmp_path / "untimed.yml"
     untimed.write_text(ci.replace("    timeout-minutes: 5\n", "", 1))
-    proc = _run(tool, "--builtin-schema", "custom.github-workflows-require-timeout", str(untimed))
+    proc = actrun.run_tool(tool, "--builtin-schema", "custom.github-workflows-require-timeout", str(untimed))
     assert proc.returncode == 1 and "timeout-minutes" in proc.stdout
     broken = tmp_path / "action.yml"
     broken.write_text(ACTIONS[0].read_text().replace("using: composite", "using: composit"))
-    assert _run(tool, "--builtin-schema", "vendor.github-actions", str(broken)).returncode == 1
+    assert actrun.run_tool(tool, "--builtin-schema", "vendor.github-actions", str(broken)).returncode == 1
 
 
 def test_actionlint_passes_and_catches_planted_mistakes(tmp_path):
-    tool = _tool("actionlint")
+    tool = actrun.tool("actionlint")
     example = tmp_path / "adopt.yml"
     example.write_text(_readme_example())
     config = str(ROOT / ".github" / "actionlint.yaml")
-    proc = _run(tool, "-no-color", "-config-file", config, *map(str, WORKFLOWS), str(example))
+    proc = actrun.run_tool(tool, "-no-color", "-config-file", config, *map(str, WORKFLOWS), str(example))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # A copy of the repository's .github with two mistakes: an input the gemmguard action does not have, and a
     # runner label that is not configured. actionlint reads the local action's inputs and the label config.
@@ -110,7 +92,7 @@ def test_actionlint_passes_and_catches_planted_mistakes(tmp_path):
     planted = tmp_path / ".github" / "workflows" / "ci.yml"
     text = planted.read_text().replace("          bench-args:", "          bench-arguments:", 1)
     planted.write_text(text.replace("[self-hosted, linux, gpu]", "[self-hosted, linux, gpux]"))
-    proc = _run(tool, "-no-color", ".github/workflows/ci.yml", cwd=tmp_path)
+    proc = actrun.run_tool(tool, "-no-color", ".github/workflows/ci.yml", cwd=tmp_path)
     assert proc.returncode == 1
     assert 'input "bench-arguments" is not defined in action' in proc.stdout, proc.stdout
     assert 'label "gpux" is unknown' in proc.stdout, proc.stdout
@@ -118,7 +100,7 @@ def test_actionlint_passes_and_catches_planted_mistakes(tmp_path):
 
 def test_the_workflow_follows_the_hardening_rules():
     for path in WORKFLOWS:
-        doc = _load(path)
+        doc = actrun.load_yaml(path)
         assert doc["permissions"] == {"contents": "read"}, path
         assert "pull_request_target" not in doc["on"], path
         group = doc["concurrency"]
@@ -146,7 +128,7 @@ def test_the_workflow_follows_the_hardening_rules():
             if m and not m.group(1).startswith("./"):
                 assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", m.group(1)), line
                 assert re.search(r"# v\d+\.\d+\.\d+$", line), line
-    jobs = _load(CI)["jobs"]
+    jobs = actrun.load_yaml(CI)["jobs"]
     gpu = jobs["gpu"]
     assert gpu["runs-on"] == ["self-hosted", "linux", "gpu"] and gpu["needs"] == "cpu"
     assert "head.repo.full_name == github.repository" in gpu["if"] and "'gpu-ci'" in gpu["if"]
@@ -154,7 +136,7 @@ def test_the_workflow_follows_the_hardening_rules():
     # A labelled fork runs the commit the label was given to, not whatever the branch holds when the job starts.
     assert gpu["steps"][0]["with"]["ref"] == "${{ github.event.pull_request.head.sha || github.sha }}"
     # The required check: after both jobs, unless cancelled, red unless both succeeded (a skip is not a pass).
-    for doc in (jobs, _load(_readme_example())["jobs"]):
+    for doc in (jobs, actrun.load_yaml(_readme_example())["jobs"]):
         (gate,) = [job for job in doc.values() if set(job.get("needs", [])) == {"cpu", "gpu"}]
         assert "!cancelled()" in gate["if"] and "always()" not in gate["if"]
         checks = " ".join(step["run"] for step in gate["steps"])
@@ -166,7 +148,7 @@ def test_the_workflow_follows_the_hardening_rules():
 def test_gpu_job_local_runs_the_workflows_commands():
     """scripts/gpu_job_local.sh is how the GPU job is recorded off GitHub: it must run the job's commands."""
     script = (ROOT / "scripts" / "gpu_job_local.sh").read_text()
-    gpu = _load(CI)["jobs"]["gpu"]
+    gpu = actrun.load_yaml(CI)["jobs"]["gpu"]
     runs = [line.strip() for step in gpu["steps"] if "run" in step for line in step["run"].splitlines()]
     assert runs and [r for r in runs if r not in script] == []
     (gate,) = [s for s in gpu["steps"] if s.get("uses") == "./.github/actions/gemmguard"]

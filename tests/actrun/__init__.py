@@ -1,4 +1,6 @@
-"""Run this repository's workflows with act in host mode (no Docker): for tests/test_workflows.py.
+"""Run this repository's workflows with act in host mode (no Docker), and what the tests that run things as a
+user or a runner would share: a user's environment and venv, the installed package, the workflow linters. Test
+modules import these from here, never from one another.
 
 act runs every job's steps on this machine (`-P ubuntu-latest=-self-hosted -P self-hosted=-self-hosted`).
 Remote actions cannot be cloned here, so each pinned `uses: owner/name@sha` is replaced with
@@ -10,6 +12,7 @@ ran, their results and their output lines, read from act's JSON log.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import re
@@ -117,6 +120,41 @@ def user_env(kernel_cache: str | None = None) -> dict[str, str]:
     if kernel_cache:
         env["GEMMGUARD_KERNEL_CACHE"] = kernel_cache
     return env
+
+
+def installed_package(python: Path) -> Path:
+    """The folder gemmguard imports from in the venv of `python`, checked to be an installed copy (not this
+    checkout) with what the package carries besides its logic: the shipped known failures, the own kernels."""
+    where = subprocess.run(
+        [str(python), "-c", "import pytest_gemmguard, os; print(os.path.dirname(pytest_gemmguard.__file__))"],
+        capture_output=True, text=True, check=True, cwd=python.parent,
+    ).stdout.strip()  # fmt: skip
+    assert not where.startswith(str(REPO)), where  # the wheel's copy, not this checkout
+    assert Path(where, "known", "known-failures.toml").is_file()  # the shipped database is package data
+    assert Path(where, "kernels", "triton_gemm.py").is_file() and Path(where, "kernels", "cute_gemm.py").is_file()
+    return Path(where)
+
+
+def load_yaml(path: Path | str) -> dict:
+    """A workflow or action file (or its text), as GitHub reads it."""
+    from ruamel.yaml import YAML
+
+    text = path.read_text() if isinstance(path, Path) else path
+    return YAML(typ="safe").load(io.StringIO(text))
+
+
+def tool(name: str) -> str:
+    """A linter the dev extra installs (actionlint, check-jsonschema), or the test fails saying how to get it."""
+    import pytest
+
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install -e '.[dev]'", pytrace=False)
+    return found
+
+
+def run_tool(*command: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def make_venv(path: Path, with_checkout: bool = False) -> Path:

@@ -10,43 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from gpu_selection import kernels_launched, skip_unless_gpu_backend, skip_unless_selected
 
 from pytest_gemmguard import GemmCase, Unsupported, backends, oracle
 from pytest_gemmguard.backends import Backend
 from pytest_gemmguard.cases.case import build_inputs, case_function
 from pytest_gemmguard.cases.ops import DTYPES
 from pytest_gemmguard.compile.compiler import Compiler, run_checked
-
-GPU_BACKENDS = ("aten", "triton", "cutlass", "cutedsl", "cutedsl[quack]")
-
-
-def _gpu_backend(name: str) -> None:
-    if name not in GPU_BACKENDS:
-        pytest.skip(f"{name} is not a GPU GEMM backend")
-
-
-def _selected(request: pytest.FixtureRequest, name: str) -> None:
-    from pytest_gemmguard import _state
-
-    if name not in _state.selected(request.config):
-        pytest.skip(f"backend {name} not selected (--gemm-backends)")
-    probe = backends.probe(name)
-    if not probe.available:
-        pytest.skip(f"gemmguard: backend {name} {probe.line()}")
-
-
-def _describe(owner: str, launch) -> str:
-    return backends.get(owner).describe_kernel(launch) if owner in backends.names() else launch.name
-
-
-def _kernels(record) -> list[dict[str, str]]:
-    out = []
-    for graph in record.graphs:
-        owners = dict(graph.owners)
-        for launch in graph.launches:
-            owner = owners.get(launch.name, "")
-            out.append({"name": launch.name, "kind": launch.kind, "owner": owner, "what": _describe(owner, launch)})
-    return out
 
 
 def _check(run, case: GemmCase):
@@ -83,10 +53,10 @@ def _nvcc() -> tuple[float, int]:
     ids=["mm-bf16-1024", "mm-fp16-512x768x256-Bt"],
 )
 def test_backend_runs_its_own_gemm_kernel(gemm_backend, gemm_compile, gpu_log, request, case):
-    _gpu_backend(gemm_backend)
+    skip_unless_gpu_backend(gemm_backend)
     nvcc_before = _nvcc()
     record, verdict = _check(_through_fixture(gemm_compile), case)
-    kernels = _kernels(record)
+    kernels = kernels_launched(record)
     nvcc_after = _nvcc()
     gpu_log.write(
         test=request.node.nodeid,
@@ -107,7 +77,7 @@ def test_backend_runs_its_own_gemm_kernel(gemm_backend, gemm_compile, gpu_log, r
 
 
 def test_function_without_gemm_is_unsupported(gemm_backend, gemm_compile):
-    _gpu_backend(gemm_backend)
+    skip_unless_gpu_backend(gemm_backend)
     import torch
 
     a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
@@ -180,8 +150,8 @@ def _through_compiler(compiler: Compiler, backend: Backend):
 
 def test_planted_wrong_result_is_caught(gemm_backend, own_compiler, gpu_log, request):
     """The backend's own kernel runs (provenance passes) but computes a wrong GEMM: the oracle fails it."""
-    _gpu_backend(gemm_backend)
-    _selected(request, gemm_backend)
+    skip_unless_gpu_backend(gemm_backend)
+    skip_unless_selected(request, gemm_backend)
     if gemm_backend == "cutedsl[quack]":
         # The route's own swap pass occupies post_grad_custom_post_pass, which this plant would replace.
         pytest.skip("cutedsl[quack] plants its wrong kernel behind the custom op instead: "
@@ -190,7 +160,7 @@ def test_planted_wrong_result_is_caught(gemm_backend, own_compiler, gpu_log, req
     planted = Planted(real, {"post_grad_custom_post_pass": _scale_gemm_outputs_pass()})
     case = GemmCase("mm", 512, 512, 512, dtype="bfloat16", seed=7)
     record, verdict = _check(_through_compiler(own_compiler, planted), case)
-    kernels = _kernels(record)
+    kernels = kernels_launched(record)
     gpu_log.write(test=request.node.nodeid, backend=gemm_backend, ok=verdict.ok, kernels=kernels)
     assert any(k["owner"] == gemm_backend for k in kernels), kernels
     assert not verdict.ok, "a GEMM scaled by 1.0625 passed the oracle"
@@ -199,8 +169,8 @@ def test_planted_wrong_result_is_caught(gemm_backend, own_compiler, gpu_log, req
 
 def test_planted_foreign_kernel_is_caught(gemm_backend, own_compiler, request):
     """Inductor told to use another backend's kernels: provenance reports the case as unsupported."""
-    _gpu_backend(gemm_backend)
-    _selected(request, gemm_backend)
+    skip_unless_gpu_backend(gemm_backend)
+    skip_unless_selected(request, gemm_backend)
     other = "TRITON" if gemm_backend == "aten" else "ATEN"
     # The quack route picks its kernel in a graph pass, not in Inductor's autotuner: without the pass,
     # ATen runs the GEMM.
@@ -219,7 +189,7 @@ def test_triton_fuses_bias_relu_into_its_template(gemm_compile, gemm_backend, gp
         pytest.skip("triton-only check")
     case = GemmCase("addmm", 2048, 2048, 2048, dtype="bfloat16", epilogue="relu")
     record, verdict = _check(_through_fixture(gemm_compile), case)
-    kernels = _kernels(record)
+    kernels = kernels_launched(record)
     gpu_log.write(test=request.node.nodeid, backend="triton", case=case.describe(), ok=verdict.ok, kernels=kernels)
     gpu_log.code("triton-addmm-relu", "\n".join(g.code for g in record.graphs))
     assert verdict.ok, verdict.summary()
@@ -236,7 +206,7 @@ def test_triton_k_heavy_case_and_decompose_k(gemm_backend, own_compiler, gpu_log
     reports unsupported. Either way the numbers must be right and the verdict must follow the policy."""
     if gemm_backend != "triton":
         pytest.skip("triton-only check")
-    _selected(request, "triton")
+    skip_unless_selected(request, "triton")
     from pytest_gemmguard.backends.provenance import no_own_kernel_reason
     from pytest_gemmguard.backends.triton import is_decompose_k
 
@@ -246,7 +216,7 @@ def test_triton_k_heavy_case_and_decompose_k(gemm_backend, own_compiler, gpu_log
     compiled = own_compiler.compile(backends.get("triton"), case_function("mm", "none", "float32"), inputs.flat)
     out, record = compiled(*inputs.flat)  # no provenance check yet: the test applies it itself
     verdict = oracle.judge(out, expected, tol, DTYPES[case.out_dtype])
-    kernels = _kernels(record)
+    kernels = kernels_launched(record)
     reason = no_own_kernel_reason(record.graphs, "triton")
     template_ran = any(k["name"].startswith("triton_tem_") for k in kernels)
     gpu_log.code("triton-k-heavy", "\n".join(g.code for g in record.graphs))
@@ -270,7 +240,7 @@ def test_cutlass_builds_with_nvcc_and_reports_its_op(gemm_compile, gemm_backend,
     case = GemmCase("mm", 2048, 2048, 2048, dtype="bfloat16", seed=11)
     record, verdict = _check(_through_fixture(gemm_compile), case)
     after = _nvcc()
-    kernels = _kernels(record)
+    kernels = kernels_launched(record)
     gpu_log.write(
         test=request.node.nodeid,
         backend="cutlass",
@@ -295,7 +265,7 @@ def test_cutedsl_names_its_route_and_rejects_fp32(gemm_compile, gemm_backend, gp
     assert "route cutedsl[" in probe.detail
     case = GemmCase("mm", 1024, 1024, 1024, dtype="bfloat16", seed=5)
     record, verdict = _check(_through_fixture(gemm_compile), case)
-    kernels = _kernels(record)
+    kernels = kernels_launched(record)
     gpu_log.write(test=request.node.nodeid, backend="cutedsl", probe=probe.detail, kernels=kernels)
     assert verdict.ok, verdict.summary()
     own = [k for k in kernels if k["owner"] == "cutedsl"]

@@ -9,7 +9,7 @@ and eager PyTorch's, which is how the float8 and tf32 bounds were calibrated on 
 from __future__ import annotations
 
 import pytest
-from test_gpu_backends import GPU_BACKENDS, _kernels, _selected
+from gpu_selection import GPU_BACKENDS, kernels_launched, skip_unless_selected
 
 from pytest_gemmguard import GemmCase, Unsupported, backends, oracle
 from pytest_gemmguard.backends import cutedsl_quack
@@ -61,7 +61,7 @@ def _eager_ratios(case, gemm) -> dict[str, float]:
 def test_float8_and_tf32_cases(gemm_backend, session, gpu_log, request, case):
     if gemm_backend not in GPU_BACKENDS:
         pytest.skip(f"{gemm_backend} is not a GPU GEMM backend")
-    _selected(request, gemm_backend)
+    skip_unless_selected(request, gemm_backend)
     if gemm_backend == "cutlass" and case.dtype == FP8 and case is not CASES[0]:
         pytest.skip("each CUTLASS float8 compile is an nvcc build of minutes: one float8 case for cutlass")
     gemm = Gemm(case, gemm_backend, session, request.node.nodeid)
@@ -73,7 +73,7 @@ def test_float8_and_tf32_cases(gemm_backend, session, gpu_log, request, case):
                       reason=exc.reason, **ratios)  # fmt: skip
         assert case.op not in MUST_VERIFY.get(gemm_backend, set()), f"{gemm_backend} should run {case.describe()}"
         return
-    kernels = _kernels(result.record)
+    kernels = kernels_launched(result.record)
     gpu_log.write(test=request.node.nodeid, backend=gemm_backend, case=case.describe(), verdict="verified",
                   max_ratio=result.verdict.max_ratio, kernels=kernels, **ratios)  # fmt: skip
     assert result.verdict.ok
@@ -85,7 +85,7 @@ QUACK = "cutedsl[quack]"
 
 
 def test_quack_route_runs_quacks_kernel_and_is_judged(session, gpu_log, request):
-    _selected(request, QUACK)
+    skip_unless_selected(request, QUACK)
     verified = []
     for case in [
         GemmCase("mm", 1024, 1024, 1024, dtype="bfloat16", seed=1),
@@ -93,7 +93,7 @@ def test_quack_route_runs_quacks_kernel_and_is_judged(session, gpu_log, request)
         GemmCase("bmm", 128, 256, 512, 3, dtype="bfloat16", layout="transposed_b", seed=3),
     ]:
         result = Gemm(case, QUACK, session).check()
-        kernels = _kernels(result.record)
+        kernels = kernels_launched(result.record)
         ratio, compile_s = result.verdict.max_ratio, result.record.compile_s
         gpu_log.write(test=request.node.nodeid, backend=QUACK, case=case.describe(), verdict="verified",
                       max_ratio=ratio, compile_s=compile_s, kernels=kernels)  # fmt: skip
@@ -106,7 +106,7 @@ def test_quack_route_runs_quacks_kernel_and_is_judged(session, gpu_log, request)
 
 
 def test_quack_route_planted_wrong_kernel_is_caught(session, request):
-    _selected(request, QUACK)
+    skip_unless_selected(request, QUACK)
     import torch
 
     real = cutedsl_quack._quack_gemm
@@ -120,7 +120,7 @@ def test_quack_route_planted_wrong_kernel_is_caught(session, request):
 
 def test_cutedsl_falls_back_to_quack_where_nvgemm_has_no_kernel(session, gpu_log, request):
     """cutedsl tries Inductor's NVGEMM first; the log shows which route ran for each case."""
-    _selected(request, "cutedsl")
+    skip_unless_selected(request, "cutedsl")
     if not backends.probe(QUACK).available:
         pytest.skip(f"{QUACK} unavailable: {backends.probe(QUACK).line()}")
     for case in [
@@ -134,7 +134,7 @@ def test_cutedsl_falls_back_to_quack_where_nvgemm_has_no_kernel(session, gpu_log
             gpu_log.write(test=request.node.nodeid, backend="cutedsl", case=case.describe(), verdict="unsupported",
                           reason=exc.reason)  # fmt: skip
             continue
-        kernels = _kernels(result.record)
+        kernels = kernels_launched(result.record)
         routes = sorted({k["owner"] for k in kernels if k["owner"]})
         gpu_log.write(test=request.node.nodeid, backend="cutedsl", case=case.describe(), verdict="verified",
                       routes=routes, kernels=kernels)  # fmt: skip
