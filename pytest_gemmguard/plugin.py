@@ -49,8 +49,14 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     validate.add_options(parser, "gemmguard", "GEMM backends under test (gemmguard)", validate.CORE)
 
 
+NO_NUMPY = "Failed to initialize NumPy"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gemm_case: a GEMM case test run once per selected backend (gemmguard)")
+    # torch warns on import that it found no NumPy; gemmguard's checks never need it and README's main job installs
+    # none, so a new user's first run would show it as their problem. Only that message is silenced.
+    config.addinivalue_line("filterwarnings", f"ignore:{NO_NUMPY}:UserWarning")
     state = _state.ensure(config)
     path = state.settings["known"]
     if path:
@@ -365,7 +371,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     state = _state.get(config)
     if state is None or not state.tally.outcomes:
         return
-    from .report.table import gpu_lines, results_table
+    from .report.table import gpu_lines, known_lines, results_table
 
     terminalreporter.section("gemmguard results")
     if not state.header_shown:  # pytest-xdist: the workers collected, so the header was not printed here
@@ -377,6 +383,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line)
     for line in gpu_lines(state.tally):
         terminalreporter.write_line(line)
+    if state.tally.known:
+        from .known import load_shipped
+
+        for line in known_lines(state.tally, {e.id: e for e in load_shipped().entries}):
+            terminalreporter.write_line(line)
     if not state.tally.ran_anything():
         terminalreporter.write_line(
             "gemmguard: no selected backend ran anything (every GEMM test was unsupported or unavailable): "

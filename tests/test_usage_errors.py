@@ -113,3 +113,21 @@ def test_decorated_test_must_take_gemm():
         @gemm_case()
         def test_x(other):  # pragma: no cover - never runs
             pass
+
+
+def test_only_torchs_missing_numpy_warning_is_silenced(pytester):
+    """README's main job installs no NumPy, and importing torch then warns "Failed to initialize NumPy": a new user's
+    first run showed it as theirs. The plugin silences that message alone: another UserWarning still shows."""
+    pytester.makepyfile(
+        """
+        import warnings
+
+        def test_warns():
+            warnings.warn("Failed to initialize NumPy: No module named 'numpy'", UserWarning)
+            warnings.warn("a warning of the user's own", UserWarning)
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, warnings=1)
+    assert "a warning of the user's own" in result.stdout.str()
+    assert "NumPy" not in result.stdout.str()

@@ -247,10 +247,13 @@ class KnownTracker:
         return [e for e in self.entries if self.passes[e.id] and not self.failures[e.id]]
 
     def finish(self, strict: bool, noted: set[str] | None = None) -> None:
-        """After a test's examples: an XPASS warns, or fails under --gemm-known-strict (KnownFailureFixed);
-        failures the entries explained end the test as xfail, with their links. `noted`: the session's entry ids
-        already warned about or seen failing (updated here): an entry warns once a session, and not at all once
-        it explained a failure (another test's xfail says the bug still shows)."""
+        """After a test's examples: an XPASS of an entry of the user's own file warns, and any XPASS fails under
+        --gemm-known-strict (KnownFailureFixed); failures the entries explained end the test as xfail, with their
+        links. `noted`: the session's entry ids already warned about or seen failing (updated here): an entry warns
+        once a session, and not at all once it explained a failure (another test's xfail says the bug still shows).
+        A shipped entry does not warn: many strike only some cases of their class, or some CPUs, so one test's
+        passes say little, and the author of a pull request cannot act on it; the session's results section sums
+        them instead (`seen`, report/table.py known_lines)."""
         import warnings
 
         import pytest
@@ -260,13 +263,21 @@ class KnownTracker:
         if self.xpassed():
             if strict:
                 raise KnownFailureFixed(f"{self.xpass_reason()} (--gemm-known-strict)")
-            fresh = [e for e in self.xpassed() if noted is None or e.id not in noted]
+            fresh = [e for e in self.xpassed() if not e.shipped and (noted is None or e.id not in noted)]
             if fresh:
                 warnings.warn(self.xpass_reason(fresh), KnownFailureXPass, stacklevel=3)
         if noted is not None:
             noted.update(e.id for e in (*self.xpassed(), *self.xfailed()))
         if self.xfailed():
             pytest.xfail(self.xfail_reason())
+
+    def seen(self) -> list[tuple[str, str, str, int]]:
+        """(backend, entry id, "passed" or "failed", examples) for each shipped entry whose cases ran in this test:
+        what the session's results section sums (report/tally.py Tally.known)."""
+        shipped = [e for e in self.entries if e.shipped]
+        counted = [(e.id, "passed", self.passes[e.id]) for e in shipped]
+        counted += [(e.id, "failed", self.failures[e.id]) for e in shipped]
+        return [(self.backend, entry_id, how, n) for entry_id, how, n in counted if n]
 
     def xfail_reason(self) -> str:
         parts = [

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 from .. import backends
 from ..cases import memory
@@ -147,4 +149,25 @@ def gpu_lines(summary: Tally) -> list[str]:
         t = summary.gpus[label]
         ends = ", ".join(f"{k} {t[k]}" for k in sorted(t))
         lines.append(f"gemmguard: {label}: {sum(t.values())} GEMM tests ({ends})")
+    return lines
+
+
+def known_lines(tally: Tally, entries: Mapping[str, Any]) -> list[str]:
+    """One line per shipped known failure whose cases ran in this session and never failed (KnownTracker.seen):
+    its bug did not show here. Not a warning: most entries strike some cases of their class, or some machines,
+    and its evidence of where it was right is shown beside it. `entries`: the shipped entries by id."""
+    passed, failed = Counter(), Counter()
+    for (backend, entry_id, how), n in tally.known.items():
+        (passed if how == "passed" else failed)[(backend, entry_id)] += n
+    lines = []
+    for (backend, entry_id), n in sorted(passed.items()):
+        entry = entries.get(entry_id)
+        if failed[(backend, entry_id)] or entry is None:
+            continue
+        right = f"; seen right before on {entry.seen_right[0]}" if entry.seen_right else ""
+        lines.append(
+            f"{backend}: shipped known failure {entry_id} did not show here ({n} matching example"
+            f"{'s' if n != 1 else ''} passed, none failed{right}); if it never shows on {entry.versions_text()}, "
+            f"it may be fixed: {entry.link}"
+        )
     return lines

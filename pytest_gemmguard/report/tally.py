@@ -51,6 +51,8 @@ class Tally:
     outcomes: dict = field(default_factory=lambda: defaultdict(Counter))  # backend -> test outcomes
     compiler: Counter = field(default_factory=Counter)  # compiles, compile_s, reused_calls
     gpus: dict = field(default_factory=lambda: defaultdict(Counter))  # GPU label -> test outcomes (--gemm-gpus)
+    # (backend, shipped known-failure id, "passed" | "failed") -> examples it matched (KnownTracker.seen)
+    known: Counter = field(default_factory=Counter)
 
     # ------------------------------------------------------------ while examples run
 
@@ -64,7 +66,7 @@ class Tally:
 
     def snapshot(self) -> Tally:
         copies = defaultdict(Counts, {b: dataclasses.replace(c) for b, c in self.backends.items()})
-        return Tally(copies, Counter(self.reasons))
+        return Tally(copies, Counter(self.reasons), known=Counter(self.known))
 
     def since(self, before: Tally) -> dict:
         """What was added after `before`, as JSON-able lists (a test's share, put on its report)."""
@@ -77,6 +79,7 @@ class Tally:
         return {
             "counts": counts,
             "reasons": [[*key, n - before.reasons[key]] for key, n in self.reasons.items() if n != before.reasons[key]],
+            "known": [[*key, n - before.known[key]] for key, n in self.known.items() if n != before.known[key]],
         }
 
     # ------------------------------------------------------------ from reports
@@ -92,6 +95,8 @@ class Tally:
             setattr(counts, what, getattr(counts, what) + n)
         for backend, reason, n in share.get("reasons", ()):
             self.reasons[(backend, reason)] += n
+        for backend, entry_id, how, n in share.get("known", ()):
+            self.known[(backend, entry_id, how)] += n
         self.compiler.update(share.get("compiler", {}))
 
     def ran_anything(self) -> bool:
