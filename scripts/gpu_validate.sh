@@ -20,7 +20,9 @@
 #   seeds         a user's own project over fresh seeds, aten and triton (scripts/gpu_seeds.sh); SEED=N reruns
 #   orders        every ordered pair of backends in one process (tests/test_backend_orders.py)
 #   examples      README's main job with every extra: python -m pytest examples -v --durations=0 --gemm-seed=${SEED:-1};
-#                 SEEDS="S1 S2" runs one such process per seed, side by side
+#                 SEEDS="S1 S2" runs one such process per seed, side by side; EXAMPLES_K="EXPR" passes -k EXPR (a
+#                 test's draws depend on the seed and the test alone, so a job split by -k over device calls that
+#                 each allow 10 minutes checks what one process would)
 #   big           the big profile (one tensor past 2**31 elements): the examples' drawn tests on aten and triton
 #                 (BIG_BACKENDS), --gemm-profile=big --gemm-seed=${SEED:-1}
 #   rates         verified cases per minute: the triton user file, cutedsl's file (seed 11, default budget)
@@ -37,7 +39,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 steps_known="install suites calibrate calibrate-fn seeds orders examples big rates workers job bench kernels kernel-tests multi"
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 
 install=readme
 [ -d .gpu ] && install=staged
@@ -230,7 +232,8 @@ step_examples() {
   local sampler=$! start=$SECONDS rc=0 seed pid pids=()
   if [ -z "${SEEDS:-}" ]; then
     # shellcheck disable=SC2086  # EXAMPLES_ARGS: more options, split on spaces
-    t python3 -m pytest "${plugins[@]}" examples -v --durations=0 --gemm-seed="${SEED:-1}" ${EXAMPLES_ARGS:-}
+    t python3 -m pytest "${plugins[@]}" examples -v --durations=0 --gemm-seed="${SEED:-1}" ${EXAMPLES_ARGS:-} \
+      ${EXAMPLES_K:+-k "$EXAMPLES_K"}
     rc=$?
   else
     # Several seeds side by side, one process each (its log examples-SEED.txt): verdicts as in a run alone, wall
@@ -238,7 +241,7 @@ step_examples() {
     for seed in $SEEDS; do
       # shellcheck disable=SC2086
       logged "$out/examples-$seed.txt" python3 -m pytest "${plugins[@]}" examples -v --durations=0 \
-        --gemm-seed="$seed" ${EXAMPLES_ARGS:-} &
+        --gemm-seed="$seed" ${EXAMPLES_ARGS:-} ${EXAMPLES_K:+-k "$EXAMPLES_K"} &
       pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || rc=1; done

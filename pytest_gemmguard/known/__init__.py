@@ -21,6 +21,8 @@ File format (TOML; path from `--gemm-known=FILE` or `known_failures` in `[tool.g
     m = ">=2"                                   # optional size conditions on m, n, k, batch: an integer
     k = "<=8,%8!=0"                             #   (exactly that) or comma-joined clauses that must all
                                                 #   hold: ==N !=N <N <=N >N >=N %D==R %D!=R
+    device = "cpu"                              # optional: where the backend's kernels run, cpu or cuda
+                                                #   (aten is ATen's CPU code on one machine, cuBLAS on another)
     cpu = ["avx2"]                              # optional: ATen's CPU capability (get_cpu_capability(),
                                                 #   lower case: default avx2 avx512 vsx zvector neon sve128
                                                 #   sve256); left out, any CPU
@@ -92,6 +94,7 @@ from typing import Any
 from .entries import (
     CPU_FACT,
     CROSSCHECK_KINDS,
+    DEVICE_FACT,
     DYNAMIC,
     FAILURE_KINDS,
     FEWER_THREADS,
@@ -105,10 +108,10 @@ from .entries import (
 from .reading import load, load_shipped, parse, shipped_path
 
 __all__ = [
-    "CPU_FACT", "CROSSCHECK_KINDS", "DYNAMIC", "FAILURE_KINDS", "FEWER_THREADS", "KINDS", "Entry", "KnownFailures",
-    "KnownTracker", "Names",
-    "blame_patterns", "cpu_capability", "default_names", "installed_versions", "load", "load_shipped",
-    "machine_facts", "match", "parse", "parse_size", "shipped_path",
+    "CPU_FACT", "CROSSCHECK_KINDS", "DEVICE_FACT", "DYNAMIC", "FAILURE_KINDS", "FEWER_THREADS", "KINDS", "Entry",
+    "KnownFailures", "KnownTracker", "Names",
+    "backend_device", "blame_patterns", "cpu_capability", "default_names", "installed_versions", "load",
+    "load_shipped", "machine_facts", "match", "parse", "parse_size", "shipped_path",
 ]  # fmt: skip
 
 
@@ -172,13 +175,26 @@ def cpu_capability() -> str | None:
         return None
 
 
-def machine_facts(known: KnownFailures) -> dict[str, str | None]:
+def machine_facts(known: KnownFailures, backend: str | None = None) -> dict[str, str | None]:
     """What entries are matched against on this machine: the installed versions of the packages the file
-    names, and the CPU capability where an entry names one."""
+    names, the CPU capability where an entry names one, and the device `backend` runs on where an entry names one."""
     facts = installed_versions(known.packages())
     if any(e.cpus for e in known.entries):
         facts[CPU_FACT] = cpu_capability()
+    if backend is not None and any(e.devices for e in known.entries):
+        facts[DEVICE_FACT] = backend_device(backend)
     return facts
+
+
+def backend_device(backend: str) -> str | None:
+    """Where `backend`'s kernels run here ("cpu" or "cuda"), or None for a backend gemmguard does not know."""
+    from .. import backends
+
+    try:
+        device = backends.get(backend).device()
+    except (KeyError, ImportError, RuntimeError, AttributeError):  # unknown or broken: a device entry never matches
+        return None
+    return "cuda" if device.startswith("cuda") else device
 
 
 class KnownTracker:
@@ -189,7 +205,7 @@ class KnownTracker:
     def __init__(self, known: KnownFailures, backend: str, versions: Mapping[str, str | None] | None = None) -> None:
         self.known = known
         self.backend = backend
-        self.versions = dict(machine_facts(known) if versions is None else versions)
+        self.versions = dict(machine_facts(known, backend) if versions is None else versions)
         self.entries = known.applicable(backend, self.versions)
         # Entries of this backend for other versions: a failure one of them describes in all but its versions is
         # still a failure (the bug may have changed), but its report names the entry (near_miss).

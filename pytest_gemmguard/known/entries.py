@@ -29,7 +29,11 @@ SIZE_KEYS = ("m", "n", "k", "batch", "elements")
 # was seen failing on, and the neighbours seen right), so the pattern between them can be reviewed.
 EVIDENCE_KEYS = ("seen", "seen_right")
 CASE_KEYS = ("ops", "dtypes", "layouts", "values", "epilogues")  # the case pattern, in @gemm_case's names
-ALLOWED = (*REQUIRED, "route", *CASE_KEYS, "cpu", "candidates", *SIZE_KEYS, *EVIDENCE_KEYS)
+ALLOWED = (*REQUIRED, "route", *CASE_KEYS, "device", "cpu", "candidates", *SIZE_KEYS, *EVIDENCE_KEYS)
+# The device a backend's kernels run on in the test (Backend.device(): "cpu", or "cuda" for every GPU): `aten` is ATen's
+# CPU code on one machine and cuBLAS on another, with bugs of their own. The runner passes it as DEVICE_FACT.
+DEVICES = ("cpu", "cuda")
+DEVICE_FACT = "device"
 # The CPU capabilities ATen names (torch.backends.cpu.get_cpu_capability(), lower case): a CPU kernel's code
 # path, and so its bugs, can depend on it. The runner passes this machine's under the fact name CPU_FACT.
 CPUS = ("default", "avx2", "avx512", "vsx", "zvector", "neon", "sve128", "sve256")
@@ -164,6 +168,7 @@ class Entry:
     epilogues: tuple[str, ...] | None = None
     sizes: Mapping[str, SizeCondition] = field(default_factory=dict)
     cpus: tuple[str, ...] | None = None  # ATen CPU capabilities it was seen on; None: any
+    devices: tuple[str, ...] | None = None  # where the backend's kernels ran (DEVICES); None: anywhere
     # Name patterns of the autotune candidates that are wrong. Given, the entry explains only a failure
     # whose every confirmed wrong candidate matches one (a losing candidate's, or a wrong winner's that
     # confirm.blame pinned on them): never an unblamed wrong winner, never another template's wrong
@@ -186,7 +191,8 @@ class Entry:
         """Whether this entry can describe anything a test of `backend` does with these packages (with
         `any_version`, whatever versions are installed: what a near miss is looked for in)."""
         cpu_ok = self.cpus is None or versions.get(CPU_FACT) in self.cpus
-        return backend in self.backends and cpu_ok and (any_version or self.versions_match(versions))
+        device_ok = self.devices is None or versions.get(DEVICE_FACT) in self.devices
+        return backend in self.backends and cpu_ok and device_ok and (any_version or self.versions_match(versions))
 
     def versions_text(self) -> str:
         return ", ".join(f"{name} {spec or '(any)'}" for name, spec in self.versions.items())

@@ -257,7 +257,7 @@ def _blame_winner(
         return (), []
     from .. import known
 
-    facts = known.machine_facts(session.known)
+    facts = known.machine_facts(session.known, example.backend)
     patterns = known.blame_patterns(session.known, example.backend, example.case, facts, example.route)
     if not patterns:
         return (), []
@@ -273,7 +273,7 @@ def _reported(session: GemmSession, example: Example, blamed: tuple[str, ...] = 
         return True
     from .. import known
 
-    facts = known.machine_facts(session.known)
+    facts = known.machine_facts(session.known, example.backend)
     case, route = example.case, example.route
     return known.match(session.known, example.backend, case, facts, "wrong-result", route, blamed) is None
 
