@@ -449,8 +449,7 @@ def test_a_shipped_entry_that_did_not_show_is_a_results_line_not_a_warning(tmp_p
     session, tally = Tally(), Tally()
     for tracker in (passing, ran(1, 0)):
         before = session.snapshot()
-        for backend, entry_id, how, n in tracker.seen():
-            session.known[(backend, entry_id, how)] += n
+        session.note_known(tracker.seen())
         tally.add_share(session.since(before))
     assert known_lines(tally, entries) == [
         "cpp: shipped known failure e1 did not show here (3 matching examples passed, none failed; seen right "

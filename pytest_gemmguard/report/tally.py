@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -64,6 +65,12 @@ class Tally:
         self.of(backend).unsupported += 1
         self.reasons[(backend, reason)] += 1
 
+    def note_known(self, rows: Iterable[Sequence]) -> None:
+        """Add (backend, shipped entry id, "passed" | "failed", examples) rows: a test's (KnownTracker.seen), or a
+        share's from a pytest-xdist worker."""
+        for backend, entry_id, how, n in rows:
+            self.known[(backend, entry_id, how)] += n
+
     def snapshot(self) -> Tally:
         copies = defaultdict(Counts, {b: dataclasses.replace(c) for b, c in self.backends.items()})
         return Tally(copies, Counter(self.reasons), known=Counter(self.known))
@@ -95,8 +102,7 @@ class Tally:
             setattr(counts, what, getattr(counts, what) + n)
         for backend, reason, n in share.get("reasons", ()):
             self.reasons[(backend, reason)] += n
-        for backend, entry_id, how, n in share.get("known", ()):
-            self.known[(backend, entry_id, how)] += n
+        self.note_known(share.get("known", ()))
         self.compiler.update(share.get("compiler", {}))
 
     def ran_anything(self) -> bool:

@@ -272,8 +272,7 @@ def explore(session: GemmSession, test: Callable, space: CaseSpace, fixtures: di
     if tracker is not None:
         if tracker.xpassed():
             session.tally.of(backend).xpassed += len(tracker.xpassed())
-        for backend_name, entry_id, how, n in tracker.seen():
-            session.tally.known[(backend_name, entry_id, how)] += n
+        session.tally.note_known(tracker.seen())
         tracker.finish(session.known_strict, session.known_noted)
     if judge.xfail_reason():
         import pytest
