@@ -206,7 +206,8 @@ def test_a_test_that_ended_leaves_no_function_behind():
 def _times(result, backend: str = "aten") -> tuple[float, ...]:
     times = re.compile(
         rf"{re.escape(backend)}: ([\d.]+) s in examples: ([\d.]+) s waiting for compile-ahead workers, ([\d.]+) s "
-        r"compiling in the test process, ([\d.]+) s drawing, checking and confirming"
+        r"compiling in the test process, (?:[\d.]+ s in the dynamic-shape check, )?([\d.]+) s drawing, checking and "
+        r"confirming"
     )
     (found,) = [m for m in map(times.search, result.outlines) if m]
     return tuple(float(x) for x in found.groups())
@@ -867,6 +868,54 @@ def test_real_workers_the_wrong_candidate_a_bare_compile_judged_reaches_the_func
         assert seen.candidates_fn is False
     finally:
         pool.close()
+
+
+def test_a_worker_makes_the_dynamic_shape_compile_ahead_and_the_test_process_finds_it_cached(tmp_path, monkeypatch):
+    """The dynamic-shape check (crosscheck/sizes.py) compiles in the test process, one case after another: on an H100
+    that was 179 s of triton's 218 s of examples in README's main job. A worker compiles it ahead into the cache the
+    two share, so the test process's compile of it is a cache hit; a case the check leaves out costs the worker
+    nothing more."""
+    import dataclasses
+
+    import torch
+
+    from pytest_gemmguard import backends
+    from pytest_gemmguard.cases.case import GemmCase, build_inputs, case_function
+    from pytest_gemmguard.cases.ops import OPS
+    from pytest_gemmguard.cases.precision import math_precision
+    from pytest_gemmguard.compile.compiler import Compiler, run_checked
+    from pytest_gemmguard.crosscheck import sizes
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "caches" / "inductor"))
+    aten = backends.get("aten")
+    drawn = [GemmCase("mm", m, m + 5, m + 9, dtype="float32", epilogue="relu") for m in range(3, 60)]
+    taken = next(case for case in drawn if sizes.takes(case, aten))
+    left = next(case for case in drawn if not sizes.takes(case, aten) and case.m > 1)
+    pool = ahead.AheadPool(1, log_dir=str(tmp_path))
+    try:
+        pool.submit("aten", [taken, left], "t")
+        for case in (taken, left):
+            job = pool._jobs[("aten", case, "")]
+            assert job.done.wait(300) and job.result.status == "ok", job.result
+    finally:
+        pool.close()
+
+    def cache_hits(case: GemmCase) -> int:
+        compiler = Compiler(cache_dir=str(tmp_path / "caches"), timeout_s=0)
+        compiler.activate()
+        before = torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"]
+        inputs = build_inputs(case, "cpu")
+        fn = case_function(case.op, case.epilogue, case.dtype)
+        with math_precision(case.dtype):  # as check() compiles: the math settings are part of the cache's key
+            compiled = compiler.compile_fresh(aten, fn, inputs.flat, OPS[case.op].weight_positions, dynamic=True)
+            run_checked(compiled, inputs.flat)
+            other = build_inputs(dataclasses.replace(case, m=sizes.other_m(case.m)), "cpu")
+            _, record = run_checked(compiled, other.flat)
+        assert not record.compiled  # one compile served both sizes, as the check needs
+        return torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"] - before
+
+    assert cache_hits(taken) == 1
+    assert cache_hits(left) == 0  # the worker made no dynamic compile of a case the check leaves out
 
 
 def test_the_order_replay_reads_a_run_and_a_clairvoyant_order_waits_least(tmp_path, monkeypatch):

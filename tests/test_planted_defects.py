@@ -620,6 +620,8 @@ def test_a_compile_wrong_when_reused_at_another_size_is_found_by_the_default_spa
     found = re.search(r"autotuned at M=(\d+) and run at M=(\d+) without recompiling", out)
     assert found and found.group(1) != found.group(2), out
     assert "compiled again with dynamic shapes" in out, out
+    # Its cost is shown apart: that compile is never made ahead by a worker.
+    assert re.search(r"wrong-when-reused: [\d.]+ s in examples: .* [\d.]+ s in the dynamic-shape check, ", out), out
     script = re.search(r"repro:\s+python (\S+)", out).group(1)
     source = open(script).read()
     assert f"autotunes at M={found.group(1)}" in source and "dynamic=True" in source, source

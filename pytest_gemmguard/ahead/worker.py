@@ -56,6 +56,23 @@ def compile_case(job: dict, cache_dir: str | None) -> Any:
     return record
 
 
+def compile_dynamic_ahead(job: dict, compiler: Any) -> bool:
+    """The dynamic-shape compile of the case's check (crosscheck/sizes.py), made here so the test process finds it in
+    the shared cache. Whatever goes wrong in it is the test process's to meet and report, with the case, when it
+    compiles it there: False only where a CUDA error poisoned this process's context."""
+    from ..cases.case import GemmCase
+    from ..cases.precision import math_precision
+    from ..crosscheck import sizes
+
+    case = GemmCase(**job["case"])
+    try:
+        with math_precision(case.dtype):
+            sizes.compile_ahead(compiler, case, resolve_backend(job))
+    except Exception as exc:
+        return not fatal_cuda(exc)
+    return True
+
+
 def resolve_backend(job: dict) -> Any:
     """The job's backend; one registered at run time (a conftest calling `backends.register`) is not known to
     a fresh interpreter, so the module that defines it is imported first: by name, else from its file (a
@@ -126,6 +143,7 @@ def worker_main() -> int:
         compiler.timeout_s = float(job.get("timeout_s") or 0)
         started = time.perf_counter()
         status, detail, judged, settled, no_choice = "ok", "", (), False, False
+        poisoned = False  # the dynamic compile's CUDA context is gone: reply, then end (the pool starts another)
         try:
             if share:  # the pool chose this worker's compile threads: a backend may need more
                 wanted = job_threads(share, resolve_backend(job).parallel_builds())
@@ -138,6 +156,8 @@ def worker_main() -> int:
                 torch.cuda.synchronize()
             # What this compile's autotuning judged: the test process's cache-hit compile takes these.
             judged = tuple(c.to_json() for c in candidates.judged_for(record, repr(GemmCase(**job["case"]))))
+            if not job.get("fn"):
+                poisoned = not compile_dynamic_ahead(job, compiler)
         except Unsupported as exc:
             status, detail, settled, no_choice = "unsupported", exc.reason, exc.settled, exc.no_choice
         except CompileTimeout as exc:
@@ -149,7 +169,7 @@ def worker_main() -> int:
         fn = bool(job.get("fn"))
         reply = Reply(status, detail, judged, fn=fn, settled=settled, no_choice=no_choice, compile_s=took)
         print(json.dumps(reply.to_json()), file=proto)
-        if status == "fatal":
+        if status == "fatal" or poisoned:
             return 3  # this process's CUDA context is gone; the pool starts a new worker
     return 0
 

@@ -95,11 +95,12 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
                 "other sizes"
             )
     for name in selected:
-        tried, judged = summary.of(name).dynamic_compiles, summary.of(name).dynamic_judged
-        if tried:
+        n = summary.of(name)
+        if n.dynamic_compiles:
             lines.append(
-                f"{name}: {tried} verified case{'s' if tried != 1 else ''} compiled again with dynamic shapes, "
-                f"{judged} reused at another M and right at both (the rest ran no kernel of the backend or recompiled)"
+                f"{name}: {n.dynamic_compiles} verified case{'s' if n.dynamic_compiles != 1 else ''} compiled again "
+                f"with dynamic shapes ({n.dynamic_s:.1f} s), {n.dynamic_judged} reused at another M and right at both "
+                "(the rest ran no kernel of the backend or recompiled)"
             )
     for name in selected:
         ahead, own = summary.of(name).compiled_ahead, summary.of(name).compiled_ahead_fn
@@ -126,17 +127,19 @@ def results_table(selected: list[str], summary: Tally, dynamic: bool, all_choice
 def time_lines(summary: Tally, selected: list[str]) -> list[str]:
     """Per backend, where its examples' wall time went: waiting for the compile-ahead workers, compiling in
     the test process (a compile the workers' cache served costs little here), and the rest (drawing inputs,
-    the oracle, running and judging, confirming candidates, the differential)."""
+    the oracle, running and judging, confirming candidates, the differential), the dynamic-shape check apart
+    (crosscheck/sizes.py: its compile is never ahead)."""
     lines = []
     for name in selected:
         n = summary.of(name)
-        total, wait, compile_s = n.example_s, n.wait_s, n.compile_s
+        total, wait, compile_s, dynamic_s = n.example_s, n.wait_s, n.compile_s, n.dynamic_s
         if total <= 0:
             continue
-        rest = max(0.0, total - wait - compile_s)
+        rest = max(0.0, total - wait - compile_s - dynamic_s)
+        dynamic = f"{dynamic_s:.1f} s in the dynamic-shape check, " if n.dynamic_compiles else ""
         lines.append(
             f"{name}: {total:.1f} s in examples: {wait:.1f} s waiting for compile-ahead workers, {compile_s:.1f} s "
-            f"compiling in the test process, {rest:.1f} s drawing, checking and confirming"
+            f"compiling in the test process, {dynamic}{rest:.1f} s drawing, checking and confirming"
         )
     return lines
 

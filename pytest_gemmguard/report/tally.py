@@ -34,6 +34,7 @@ class Counts:
     chunked: int = 0  # verified in row chunks (cases/memory.py, chunked): the winner alone was judged
     dynamic_compiles: int = 0  # verified cases compiled again with dynamic shapes (crosscheck/sizes.py)
     dynamic_judged: int = 0  # of those, reused at another M without recompiling, and right at both
+    dynamic_s: float = 0.0  # that check's compiles and runs, in the test process
     compiled_ahead: int = 0  # by a compile-ahead worker (ahead/)
     compiled_ahead_fn: int = 0  # of those, with the test's own function
     compile_s: float = 0.0  # compiling in the test process
