@@ -884,13 +884,13 @@ def test_a_worker_makes_the_dynamic_shape_compile_ahead_and_the_test_process_fin
     from pytest_gemmguard.cases.ops import OPS
     from pytest_gemmguard.cases.precision import math_precision
     from pytest_gemmguard.compile.compiler import Compiler, run_checked
-    from pytest_gemmguard.crosscheck import sizes
+    from pytest_gemmguard.crosscheck import other_size
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "caches" / "inductor"))
     aten = backends.get("aten")
     drawn = [GemmCase("mm", m, m + 5, m + 9, dtype="float32", epilogue="relu") for m in range(3, 60)]
-    taken = next(case for case in drawn if sizes.takes(case, aten))
-    left = next(case for case in drawn if not sizes.takes(case, aten) and case.m > 1)
+    taken = next(case for case in drawn if other_size.takes(case, aten))
+    left = next(case for case in drawn if not other_size.takes(case, aten) and case.m > 1)
     pool = ahead.AheadPool(1, log_dir=str(tmp_path))
     try:
         pool.submit("aten", [taken, left], "t")
@@ -909,7 +909,7 @@ def test_a_worker_makes_the_dynamic_shape_compile_ahead_and_the_test_process_fin
         with math_precision(case.dtype):  # as check() compiles: the math settings are part of the cache's key
             compiled = compiler.compile_fresh(aten, fn, inputs.flat, OPS[case.op].weight_positions, dynamic=True)
             run_checked(compiled, inputs.flat)
-            other = build_inputs(dataclasses.replace(case, m=sizes.other_m(case.m)), "cpu")
+            other = build_inputs(dataclasses.replace(case, m=other_size.other_m(case.m)), "cpu")
             _, record = run_checked(compiled, other.flat)
         assert not record.compiled  # one compile served both sizes, as the check needs
         return torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"] - before

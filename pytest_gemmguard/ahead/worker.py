@@ -62,12 +62,12 @@ def compile_dynamic_ahead(job: dict, compiler: Any) -> bool:
     compiles it there: False only where a CUDA error poisoned this process's context."""
     from ..cases.case import GemmCase
     from ..cases.precision import math_precision
-    from ..crosscheck import sizes
+    from ..crosscheck import other_size
 
     case = GemmCase(**job["case"])
     try:
         with math_precision(case.dtype):
-            sizes.compile_ahead(compiler, case, resolve_backend(job))
+            other_size.compile_ahead(compiler, case, resolve_backend(job))
     except Exception as exc:
         return not fatal_cuda(exc)
     return True
