@@ -129,7 +129,7 @@ def test_workers_serve_every_case_and_the_verdicts_do_not_change(pytester, backe
     (_, wait_p, compile_p, _), (_, wait_a, compile_a, _) = times = _times(pooled, backend), _times(alone, backend)
     assert wait_p > 0 and wait_a == 0 and compile_p < compile_a, times
     for total, wait, compile_s, rest in times:
-        assert abs(total - (wait + compile_s + rest)) <= 0.2 and compile_s > 0
+        assert abs(total - (wait + compile_s + rest)) <= 0.26 and compile_s > 0  # each shown to 0.05 s
 
 
 def test_a_tests_own_function_is_what_the_workers_compile(pytester):
@@ -204,13 +204,16 @@ def test_a_test_that_ended_leaves_no_function_behind():
 
 
 def _times(result, backend: str = "aten") -> tuple[float, ...]:
+    """The results' time line of `backend`: (total, waiting, compiling, drawing and checking), the dynamic-shape
+    check's seconds (shown apart where it ran) counted with the last."""
     times = re.compile(
         rf"{re.escape(backend)}: ([\d.]+) s in examples: ([\d.]+) s waiting for compile-ahead workers, ([\d.]+) s "
-        r"compiling in the test process, (?:[\d.]+ s in the dynamic-shape check, )?([\d.]+) s drawing, checking and "
+        r"compiling in the test process, (?:([\d.]+) s in the dynamic-shape check, )?([\d.]+) s drawing, checking and "
         r"confirming"
     )
     (found,) = [m for m in map(times.search, result.outlines) if m]
-    return tuple(float(x) for x in found.groups())
+    total, wait, compiling, dynamic, rest = (float(x or 0) for x in found.groups())
+    return total, wait, compiling, rest + dynamic
 
 
 @pytest.mark.timing  # its assertion is a share of measured time: under -n 2 the other worker's load moved it
