@@ -921,6 +921,46 @@ def test_a_worker_makes_the_dynamic_shape_compile_ahead_and_the_test_process_fin
     assert cache_hits(left) == 0  # the worker made no dynamic compile of a case the check leaves out
 
 
+# A backend whose dynamic-shape compiles meet a CUDA error that poisons the process (its static ones are right).
+POISONED_DYNAMIC = plants.planted_backend(
+    "poisoned-dynamic",
+    plants.graph_pass(
+        "PoisonDynamic",
+        """
+        if any(isinstance(d, torch.SymInt) for n in graph.nodes for d in getattr(n.meta.get("val"), "shape", ())):
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        """,
+    ),
+    imports="import torch\n",
+)
+
+
+def test_a_worker_whose_dynamic_compile_poisoned_it_retires_and_the_next_case_gets_a_new_one(tmp_path, monkeypatch):
+    """The case's own compile was right, so its reply is ok; the dynamic compile after it met a CUDA error that
+    leaves no usable context, so the worker says it retires and exits. The pool starts another for the next case,
+    which a dead worker would otherwise have reported as killed ("fatal")."""
+    from pytest_gemmguard import backends
+    from pytest_gemmguard.cases.case import GemmCase
+    from pytest_gemmguard.crosscheck import other_size
+
+    module = tmp_path / "poisoned_dynamic_backend.py"
+    module.write_text(POISONED_DYNAMIC)
+    job = dict(backend_module="poisoned_dynamic_backend", backend_file=str(module))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "caches" / "inductor"))
+    drawn = [GemmCase("mm", m, m + 5, m + 9, dtype="float32", epilogue="relu") for m in range(3, 60)]
+    taken = next(case for case in drawn if other_size.takes(case, backends.get("aten")))
+    after = GemmCase("mm", 1, 7, 9, dtype="float32")  # M = 1: no dynamic compile of its own
+    pool = ahead.AheadPool(1, log_dir=str(tmp_path))
+    try:
+        pool.submit("poisoned-dynamic", [taken, after], "t", **job)
+        first, second = (pool._jobs[("poisoned-dynamic", case, "")] for case in (taken, after))
+        assert first.done.wait(300) and second.done.wait(300)
+        assert first.result.status == "ok" and first.result.retiring, first.result
+        assert second.result.status == "ok" and not second.result.retiring, second.result
+    finally:
+        pool.close()
+
+
 def test_the_order_replay_reads_a_run_and_a_clairvoyant_order_waits_least(tmp_path, monkeypatch):
     """scripts/replay_ahead_order.py, on a made-up run: one slow float32 case late in line, fast bfloat16 ones
     before it. Taken in run order the test waits for it; knowing its time, a worker starts it first."""

@@ -351,7 +351,7 @@ class AheadPool:
             result = Reply.from_json(json.loads(reply))
         except ValueError:
             return Reply("error", f"an unreadable reply from its worker: {reply[:200]!r}")
-        if result.status == "fatal":
+        if result.status == "fatal" or result.retiring:
             self._procs[slot] = None  # a poisoned CUDA context: that worker exits; start a new one
         return result
 

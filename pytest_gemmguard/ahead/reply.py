@@ -24,6 +24,7 @@ class Reply:
     settled: bool = False  # unsupported for a reason every compile of the case meets (Unsupported.settled)
     no_choice: bool = False  # unsupported because Inductor found no valid choice (Unsupported.no_choice)
     compile_s: float | None = None  # the worker's own time on it: compile, autotuning, its checks
+    retiring: bool = False  # its worker ends after this reply: a later compile poisoned its CUDA context
     # Added by the pool:
     ahead_s: float | None = None  # from the job's start to its reply, as the pool saw it
     queued_ahead: bool = True  # drawn ahead; False: a worker started on it only when the test asked

@@ -167,7 +167,9 @@ def worker_main() -> int:
             detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
         took = round(time.perf_counter() - started, 3)
         fn = bool(job.get("fn"))
-        reply = Reply(status, detail, judged, fn=fn, settled=settled, no_choice=no_choice, compile_s=took)
+        reply = Reply(
+            status, detail, judged, fn=fn, settled=settled, no_choice=no_choice, compile_s=took, retiring=poisoned
+        )
         print(json.dumps(reply.to_json()), file=proto)
         if status == "fatal" or poisoned:
             return 3  # this process's CUDA context is gone; the pool starts a new worker
