@@ -33,13 +33,14 @@
 #   kernel-tests  tests/test_kernels.py; the CuteDSL kernel's disk cache and SM80-class path
 #   multi         one pytest-xdist worker per GPU (scripts/gpu_multi.sh)
 #
-# Logs go to $OUT (default /tmp/gpu-validate): STEP*.txt and env.txt (the card, driver, versions and commit).
+# Logs go to $OUT (default /tmp/gpu-validate): STEP*.txt and env.txt (the card, driver, versions, commit and a hash of
+# the package's files: `find pytest_gemmguard -name '*.py' | LC_ALL=C sort | xargs cat | sha256sum` here says which).
 # The last lines printed are one summary per step. STEP_S bounds each command of a step (seconds, default 3000).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 steps_known="install suites calibrate calibrate-fn seeds orders examples big rates workers job bench kernels kernel-tests multi"
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
 
 install=readme
 [ -d .gpu ] && install=staged
@@ -119,6 +120,8 @@ for dist in ("nvidia-cutlass", "nvidia-cutlass-dsl", "quack-kernels", "nvidia-cu
     print(dist, ver(dist))
 print("cutlass_api", "present" if importlib.util.find_spec("cutlass_api") else "-")
 print("gemmguard", sh("git rev-parse --short HEAD 2>/dev/null") or "(no git)", sh("git status --porcelain -uno | head -1") and "(changed)")
+# What ran, whatever the copy's git says (a device machine's copy may carry an older .git): the package's files.
+print("gemmguard files", sh("find pytest_gemmguard -name '*.py' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12"))
 EOF
 }
 
