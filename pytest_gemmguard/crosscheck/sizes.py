@@ -5,9 +5,9 @@ A static compile serves one size, so the default run never meets the bug class o
 for one M and reused for another (pytorch#185773: autotuned at one M, wrong at another), which is how a model with a
 varying batch or sequence length runs under `torch.compile(dynamic=True)` or after a recompile marks a dimension
 dynamic. One verified case in other_size.SHARE (chosen by the case itself, so a replay checks it again) gets this
-check; the
-rest of the budget stays static. Under --gemm-dynamic every compile is dynamic already and reused across the cases
-drawn, so the check is left out.
+check; the rest of the budget stays static. Under --gemm-dynamic every compile is dynamic already and reused across
+the cases drawn, so the check is left out. Where compile-ahead runs, a worker has made this compile already
+(other_size.compile_ahead), and the one here is served by the cache they share.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def judge_at_another_size(session: GemmSession, example: Example, backend: Backe
     started = time.perf_counter()
     try:
         _judge(session, example, backend, judged)
-    finally:  # its cost shows in the results table: one compile more, in the test process, not ahead
+    finally:  # its cost shows apart in the results table: a compile the workers' cache did not serve is felt here
         session.tally.of(example.backend).dynamic_s += time.perf_counter() - started
 
 

@@ -128,7 +128,7 @@ def time_lines(summary: Tally, selected: list[str]) -> list[str]:
     """Per backend, where its examples' wall time went: waiting for the compile-ahead workers, compiling in
     the test process (a compile the workers' cache served costs little here), and the rest (drawing inputs,
     the oracle, running and judging, confirming candidates, the differential), the dynamic-shape check apart
-    (crosscheck/sizes.py: its compile is never ahead)."""
+    (crosscheck/sizes.py: its compile, when no worker made it first)."""
     lines = []
     for name in selected:
         n = summary.of(name)
