@@ -903,9 +903,9 @@ def test_a_worker_makes_the_dynamic_shape_compile_ahead_and_the_test_process_fin
     finally:
         pool.close()
 
+    compiler = Compiler(cache_dir=str(tmp_path / "caches"), timeout_s=0)  # the pool's caches, as a session's
+
     def cache_hits(case: GemmCase) -> int:
-        compiler = Compiler(cache_dir=str(tmp_path / "caches"), timeout_s=0)
-        compiler.activate()
         before = torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"]
         inputs = build_inputs(case, "cpu")
         fn = case_function(case.op, case.epilogue, case.dtype)
@@ -917,8 +917,11 @@ def test_a_worker_makes_the_dynamic_shape_compile_ahead_and_the_test_process_fin
         assert not record.compiled  # one compile served both sizes, as the check needs
         return torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"] - before
 
-    assert cache_hits(taken) == 1
-    assert cache_hits(left) == 0  # the worker made no dynamic compile of a case the check leaves out
+    try:
+        assert cache_hits(taken) == 1
+        assert cache_hits(left) == 0  # the worker made no dynamic compile of a case the check leaves out
+    finally:
+        compiler.deactivate()  # this process's cache directories and backend, as they were
 
 
 # A backend whose dynamic-shape compiles meet a CUDA error that poisons the process (its static ones are right).
