@@ -873,6 +873,16 @@ def test_real_workers_the_wrong_candidate_a_bare_compile_judged_reaches_the_func
         pool.close()
 
 
+def _dynamic_check_case(taken: bool):
+    """An aten mm case the dynamic-shape check takes (or, `taken` False, one it leaves out by its hash alone)."""
+    from pytest_gemmguard import backends
+    from pytest_gemmguard.cases.case import GemmCase
+    from pytest_gemmguard.crosscheck import other_size
+
+    drawn = (GemmCase("mm", m, m + 5, m + 9, dtype="float32", epilogue="relu") for m in range(3, 60))
+    return next(case for case in drawn if other_size.takes(case, backends.get("aten")) == taken)
+
+
 def test_a_worker_makes_the_dynamic_shape_compile_ahead_and_the_test_process_finds_it_cached(tmp_path, monkeypatch):
     """The dynamic-shape check (crosscheck/sizes.py) compiles in the test process, one case after another: on an H100
     that was 179 s of triton's 218 s of examples in README's main job. A worker compiles it ahead into the cache the
@@ -891,9 +901,7 @@ def test_a_worker_makes_the_dynamic_shape_compile_ahead_and_the_test_process_fin
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "caches" / "inductor"))
     aten = backends.get("aten")
-    drawn = [GemmCase("mm", m, m + 5, m + 9, dtype="float32", epilogue="relu") for m in range(3, 60)]
-    taken = next(case for case in drawn if other_size.takes(case, aten))
-    left = next(case for case in drawn if not other_size.takes(case, aten) and case.m > 1)
+    taken, left = _dynamic_check_case(True), _dynamic_check_case(False)
     pool = ahead.AheadPool(1, log_dir=str(tmp_path))
     try:
         pool.submit("aten", [taken, left], "t")
@@ -942,16 +950,13 @@ def test_a_worker_whose_dynamic_compile_poisoned_it_retires_and_the_next_case_ge
     """The case's own compile was right, so its reply is ok; the dynamic compile after it met a CUDA error that
     leaves no usable context, so the worker says it retires and exits. The pool starts another for the next case,
     which a dead worker would otherwise have reported as killed ("fatal")."""
-    from pytest_gemmguard import backends
     from pytest_gemmguard.cases.case import GemmCase
-    from pytest_gemmguard.crosscheck import other_size
 
     module = tmp_path / "poisoned_dynamic_backend.py"
     module.write_text(POISONED_DYNAMIC)
     job = dict(backend_module="poisoned_dynamic_backend", backend_file=str(module))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "caches" / "inductor"))
-    drawn = [GemmCase("mm", m, m + 5, m + 9, dtype="float32", epilogue="relu") for m in range(3, 60)]
-    taken = next(case for case in drawn if other_size.takes(case, backends.get("aten")))
+    taken = _dynamic_check_case(True)
     after = GemmCase("mm", 1, 7, 9, dtype="float32")  # M = 1: no dynamic compile of its own
     pool = ahead.AheadPool(1, log_dir=str(tmp_path))
     try:
