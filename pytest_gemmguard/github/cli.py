@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default="base-commit", help="base-commit, none, or the path of a baseline file")
     p.add_argument("--base-ref", default="", help="the base commit (base-commit mode)")
     p.add_argument("--rounds", type=int, default=3, help="base/head rounds, interleaved (base-commit mode)")
+    p.add_argument("--confirm-rounds", type=int, default=2, help="more base/head rounds for the tests of cases that "
+                   "failed every round, which must fail these too (base-commit mode; 0: none)")  # fmt: skip
     p.add_argument("--known-failures", default="", help="known-failures TOML, passed as --gemm-known")
     p.add_argument("--verdicts", default="none", help="judge the tests' failures on the change: none, record "
                    "(write this run's verdicts), base-commit (the base's tests run here first) or a stored "
@@ -154,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if opts.command == "gate":
             if opts.rounds < 1:
                 raise GemmUsageError(f"gemmguard: --rounds={opts.rounds}: must be >= 1")
+            if opts.confirm_rounds < 0:
+                raise GemmUsageError(f"gemmguard: --confirm-rounds={opts.confirm_rounds}: must be >= 0")
             return gate(opts)
         if opts.command == "report":
             return _report(opts)

@@ -202,6 +202,7 @@ def judge_rounds(
     head_reports: Sequence[dict | None],
     base_entries: Sequence[dict] = (),
     head_tests: Sequence[TestResult] | None = None,
+    main_rounds: int | None = None,
 ) -> list[BenchRow]:
     """One row per case over the rounds' head reports (gemmguard-report JSON) and the base's baseline entries
     of the same rounds (base-commit mode; empty otherwise). Each round's status is the plugin's own verdict on
@@ -209,7 +210,9 @@ def judge_rounds(
     compiled time itself regressed (bench.verdict.judge_over_rounds); a case fails only when every round
     that measured it failed: base and head were measured alternately, so drift of the machine cannot fail
     every round of one side. `head_tests` (the head's JUnit results) tell a case whose test ran on the head
-    but measured nothing (coverage lost) from one whose test is gone."""
+    but measured nothing (coverage lost) from one whose test is gone. Rounds after the first `main_rounds` are
+    confirmation rounds (rounds.py), which measure only the tests of cases that failed every main round: a row
+    they did not measure keeps only its main rounds."""
     keys: dict[str, dict] = {}
     per_round: list[dict[str, dict]] = []
     for report in head_reports:
@@ -242,6 +245,9 @@ def judge_rounds(
         absolute = _absolute(row, pairs)
         row.broken += [line for line in (drift, absolute) if line]
         row.verdict = _verdict(row.statuses)
+        if main_rounds is not None and all(st == "missing" for st in row.statuses[main_rounds:]):
+            for field in (row.statuses, row.changes, row.times, row.eager):
+                del field[main_rounds:]
         rows.append(row)
     heads = {t.nodeid: t for t in head_tests} if head_tests is not None else None
     measured_tests = {r.test for r in rows}
@@ -251,7 +257,8 @@ def judge_rounds(
             if key not in keys:
                 seen.setdefault(key, entry)
     for key, entry in seen.items():
-        rows.append(_missing(key, entry, len(head_reports), _base_ms(key, base_entries), heads, measured_tests))
+        rounds = len(head_reports) if main_rounds is None else min(main_rounds, len(head_reports))
+        rows.append(_missing(key, entry, rounds, _base_ms(key, base_entries), heads, measured_tests))
     return rows
 
 

@@ -121,7 +121,7 @@ def gate(opts: argparse.Namespace) -> int:
     if bench_tests:
         bench = bench_gate(
             root, bench_tests, opts.backends.strip(), opts.baseline, out, opts.base_ref, opts.rounds,
-            shlex.split(opts.bench_args or ""), require_baseline=opts.require_baseline,
+            shlex.split(opts.bench_args or ""), require_baseline=opts.require_baseline, confirm=opts.confirm_rounds,
         )  # fmt: skip
         head_junit = os.path.join(out, "bench", "junit-head.xml")
         if os.path.exists(head_junit):
