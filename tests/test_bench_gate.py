@@ -208,7 +208,8 @@ def test_a_slower_user_function_fails_on_its_absolute_time_and_a_lost_case_fails
 
 
 # A runner slower during the job's first three head runs and not after: the head's conftest makes the clock run
-# twice as fast in rounds 1-3, so every time measured there doubles, compiled and eager alike. That is what a burst
+# three times as fast in rounds 1-3, so every time measured there triples, compiled and eager alike (a factor 2 was
+# within the drift allowance once: the base's own runs here moved 30% between one another). That is what a burst
 # of load on a shared runner did to an unchanged pull request in CI (one case +12%, +24%, +30% against bases within
 # 1.4% of one another, eager +10% to +22%), and the three rounds alone call it a regression.
 BURST = """
@@ -221,10 +222,10 @@ if any(a.startswith("--gemm-report-json=") and a.rsplit("head-", 1)[-1] in ("1.j
     _ns0, _s0 = _ns(), _s()
 
     def perf_counter_ns():  # named: pytest-benchmark finds its timer again by module and name
-        return _ns0 + 2 * (_ns() - _ns0)
+        return _ns0 + 3 * (_ns() - _ns0)
 
     def perf_counter():
-        return _s0 + 2 * (_s() - _s0)
+        return _s0 + 3 * (_s() - _s0)
 
     time.perf_counter_ns, time.perf_counter = perf_counter_ns, perf_counter
 """
@@ -246,8 +247,8 @@ def test_a_runner_slower_in_every_head_round_is_measured_again_and_does_not_fail
     verdict = json.loads((repo / "report" / "bench" / "verdict.json").read_text())
     (row,) = verdict["rows"]
     assert row["test"] == "test_bench.py::test_steady[aten]", row
-    # The burst: every time of the three rounds doubled, eager's too, and each of them failed.
-    assert all(t > 0.5 for t in row["times"][:3]) and all(e > 0.5 for e in row["eager"][:3]), row
+    # The burst: every time of the three rounds tripled, eager's too, and each of them failed.
+    assert all(t > 1.0 for t in row["times"][:3]) and all(e > 1.0 for e in row["eager"][:3]), row
     assert row["statuses"][:3] == ["failed"] * 3, row
     # The confirmation rounds measured it again, on the runner as it is: not slower, so not a regression.
     assert len(row["statuses"]) == 5 and row["statuses"][3:] != ["failed"] * 2, row

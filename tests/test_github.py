@@ -187,7 +187,9 @@ def test_a_planted_slowdown_fails_every_round_against_the_base_commit(pytester, 
     _git(repo, "add", "conftest.py")
     _git(repo, "commit", "-qm", "head: compiled GEMMs slower")
     out = repo / "report"
-    verdict = github.bench_gate(str(repo), ["test_bench.py"], "aten", "base-commit", str(out), base, rounds=3)
+    # Without confirmation rounds (tests/test_bench_gate.py runs them): this is about the three rounds.
+    verdict = github.bench_gate(str(repo), ["test_bench.py"], "aten", "base-commit", str(out), base, rounds=3,
+                                confirm=0)  # fmt: skip
     (row,) = verdict["rows"]
     assert row["statuses"] == ["failed"] * 3 and row["verdict"] == "failed", verdict
     assert all(c is not None and c > 0.2 for c in row["changes"]), row  # each round against its own base
