@@ -140,7 +140,8 @@ class _Runs:
         if os.path.exists(report):
             os.unlink(report)  # an earlier gate's, in a reused report directory: never read as this round's
         extra = [f"--gemm-report-json={report}"]
-        if not confirming:  # the head's test list, which tells lost coverage from a removed test: every test's
+        if not confirming:  # the head's JUnit list of every test tells lost coverage from a removed test; a
+            # confirmation round runs a few tests and must not replace it
             extra.append(f"--junitxml={os.path.join(self.bench_dir, 'junit-head.xml')}")
         if against:
             extra.append(f"--gemm-baseline={against}")
