@@ -70,8 +70,13 @@ def test_compare_sorts_every_change_and_blocks_only_on_new_and_lost():
         ('{"gemmguard_verdicts": 1, "seed": "x", "results": []}', "integer 'seed'"),
         ('{"gemmguard_verdicts": 1, "seed": 1, "results": [], "facts": [1]}', "a 'facts' table"),
         ('{"gemmguard_verdicts": 1, "seed": 1, "results": [{"test": 1}]}', "result 1 needs the strings"),
+        (
+            '{"gemmguard_verdicts": 1, "seed": 1, "results": [{"test": "t", "backend": "aten", "case": "c", '
+            '"outcome": "verified", "device": 1}]}',
+            "result 1: device must be a string",
+        ),
     ],
-    ids=["missing", "corrupt", "foreign", "bad-seed", "bad-facts", "bad-row"],
+    ids=["missing", "corrupt", "foreign", "bad-seed", "bad-facts", "bad-row", "bad-device"],
 )
 def test_a_bad_record_is_one_line(tmp_path, content, fragment):
     path = tmp_path / "base.json"
@@ -109,6 +114,24 @@ def test_proposed_entries_generalise_the_failures_and_load_as_a_known_file(tmp_p
     (parsed,) = known.load(str(path)).entries
     assert parsed.kind == "wrong-result" and len(parsed.seen) == 2 and parsed.epilogues == ("fused",)
     assert "values =" not in entry  # ordinary numbers: no pattern to name
+
+
+def test_a_proposed_aten_entry_names_the_device_its_failures_were_seen_on(tmp_path):
+    """ATen is oneDNN's code on a CPU and cuBLAS on a GPU: an entry from CPU sightings must not explain a cuBLAS
+    failure of the same case."""
+    r = verdicts.Record(3, {"torch": "2.13.0+cpu"})
+    r.add("t[aten]", "aten", "mm 6×7×33 bfloat16 contiguous epilogue=none values=nan", "wrong-result", "cpu")
+    r.add("t[cpp]", "cpp", "mm 6×7×33 bfloat16 contiguous epilogue=none", "wrong-result", "cpu")
+    again = verdicts.load(r.save(str(tmp_path / "r.json")))
+    aten, cpp = proposals.propose([again])
+    assert 'device = ["cpu"]' in aten and "device" not in cpp  # cpp's kernels run on the CPU alone
+    path = tmp_path / "proposed.toml"
+    path.write_text(aten)
+    (parsed,) = known.load(str(path)).entries
+    assert parsed.devices == ("cpu",)
+    # A record from before rows named their device: the entry leaves it for the reviewer.
+    old = record(("t[aten]", "mm 6×7×33 bfloat16 contiguous epilogue=none", "wrong-result"))
+    assert "device" not in proposals.propose([old])[0]
 
 
 def test_a_proposed_entry_names_the_special_values_its_failures_held(tmp_path):
@@ -182,6 +205,7 @@ def test_the_head_is_judged_against_the_base(pytester, plugin_args):
     assert base.seed == 5 and base.failed("test_lin.py::test_linear[cpp]", LIN)
     assert base.outcome("test_lin.py::test_linear[aten]", LIN) in ("verified", "unsupported")
     assert len([k for k in base.results if k[0].endswith("[cpp]")]) >= 2  # past the failure: the whole draw
+    assert {row.get("device") for row in base.results.values()} == {"cpu"}  # where each backend's kernels ran
 
     # The same change again (an unchanged library): the upstream bug is pre-existing, the run green.
     rc, out = run(pytester, plugin_args, "--gemm-backends=aten,cpp", "--gemm-base-verdicts=base.json",

@@ -4,9 +4,10 @@ entries out, generalised to what the failures share, for a person to review. Tor
 Failures are grouped by backend, kind and op. Within a group, a key the failures all agree on is kept (one dtype,
 one layout); one they vary over lists the values seen (the reviewer widens it to the mechanism, or narrows it);
 epilogue chains that vary but are never "none" become "fused" (the bug of a template's fused epilogue). A size
-is named only where every failure shares it (M = 1, K = 1). The versions start at the installed release and stay
-open (known/: a fix shows as XPASS). The cases become `seen`; the passing cases of the same backend and op in
-the same records become `seen_right`, the neighbours a reviewer checks the pattern against."""
+is named only where every failure shares it (M = 1, K = 1), and for aten the device its kernels ran on (records
+name it). The versions start at the installed release and stay open (known/: a fix shows as XPASS). The cases
+become `seen`; the passing cases of the same backend and op in the same records become `seen_right`, the
+neighbours a reviewer checks the pattern against."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from .verdicts import FAILURES, PASS, Record
 
 # The package whose release a backend's bugs move with, beside torch.
 BACKEND_PACKAGES = {"triton": "triton", "cutlass": "nvidia-cutlass", "cutedsl": "nvidia-cutlass-dsl"}
+# Backends whose kernels run on the CPU or on CUDA, whichever the machine has: ATen is oneDNN's or MKL's code on
+# one and cuBLAS on the other, with bugs of their own, so its entry names the device its failures were seen on.
+EITHER_DEVICE = ("aten",)
 _CASE = re.compile(
     r"^(?P<op>\S+) (?P<dims>[\d×]+) (?P<dtype>\S+) (?P<layout>\S+) epilogue=(?P<epilogue>\S+)"
     r"(?: values=(?P<values>\S+))?"
@@ -67,7 +71,9 @@ def propose(records: Iterable[Record]) -> list[str]:
             if row["outcome"] not in FAILURES:
                 continue  # a known failure already has its entry; unsupported is no failure
             kind = row["outcome"] if row["outcome"] in FAILURE_KINDS else "wrong-result"  # pre-existing: a wrong result
-            group = groups.setdefault((row["backend"], kind, case["op"]), {"cases": [], "texts": [], "facts": {}})
+            group = groups.setdefault((row["backend"], kind, case["op"]),
+                                      {"cases": [], "texts": [], "facts": {}, "devices": set()})  # fmt: skip
+            group["devices"].add(row.get("device"))
             group["cases"].append(case)
             group["texts"].append(row["case"])
             group["facts"] = record.facts
@@ -95,6 +101,9 @@ def _entry(backend: str, kind: str, op: str, group: dict[str, Any], seen_right: 
         lines.append(f"epilogues = {_toml_list(chains)}")
     elif "none" not in chains:
         lines.append('epilogues = ["fused"]  # seen with ' + ", ".join(chains))
+    devices = group["devices"] - {None}
+    if backend in EITHER_DEVICE and devices and None not in group["devices"]:
+        lines.append(f"device = {_toml_list(sorted(devices))}")
     for size in ("m", "n", "k"):
         values = {c[size] for c in cases}
         if len(values) == 1 and values <= {1}:
@@ -113,6 +122,7 @@ def _entry(backend: str, kind: str, op: str, group: dict[str, Any], seen_right: 
         f'link = "{LINK_TODO}"  # the upstream issue, or the published write-up',
         f'reason = "{backend} {kind} on {op}: say what the bug is, in one line"',
         f"seen = {_toml_list(texts)}",
-        f"seen_right = {_toml_list(seen_right[:MAX_RIGHT])}",
     ]
+    # The passing neighbours, where the records hold any (an empty list is no evidence, and no entry takes one).
+    lines += [f"seen_right = {_toml_list(seen_right[:MAX_RIGHT])}"] if seen_right else []
     return "\n".join(lines) + "\n"

@@ -65,10 +65,13 @@ class Record:
     facts: dict[str, Any] = field(default_factory=dict)
     results: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # (test, case) -> row
 
-    def add(self, test: str, backend: str, case: str, outcome: str) -> None:
+    def add(self, test: str, backend: str, case: str, outcome: str, device: str | None = None) -> None:
+        """`device`: where the backend's kernels ran ("cpu" or "cuda"), which aten's do either way; a proposed
+        entry names it (proposals.py)."""
         old = self.results.get((test, case))
         if old is None or _rank(outcome) > _rank(old["outcome"]):
-            self.results[(test, case)] = {"test": test, "backend": backend, "case": case, "outcome": outcome}
+            row = {"test": test, "backend": backend, "case": case, "outcome": outcome}
+            self.results[(test, case)] = {**row, "device": device} if device else row
 
     def outcome(self, test: str, case: str) -> str | None:
         row = self.results.get((test, case))
@@ -86,7 +89,7 @@ class Record:
 
     def merge(self, other: Record) -> None:
         for row in other.results.values():
-            self.add(row["test"], row["backend"], row["case"], row["outcome"])
+            self.add(row["test"], row["backend"], row["case"], row["outcome"], row.get("device"))
 
     def to_json(self) -> dict[str, Any]:
         rows = sorted(self.results.values(), key=lambda r: (r["test"], r["case"]))
@@ -117,7 +120,9 @@ def load(path: str) -> Record:
         fields = ("test", "backend", "case", "outcome")
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in fields):
             raise GemmUsageError(f"{path}: result {i} needs the strings test, backend, case and outcome")
-        record.add(row["test"], row["backend"], row["case"], row["outcome"])
+        if not isinstance(row.get("device", ""), str):
+            raise GemmUsageError(f"{path}: result {i}: device must be a string (cpu or cuda)")
+        record.add(row["test"], row["backend"], row["case"], row["outcome"], row.get("device"))
     return record
 
 
@@ -130,7 +135,10 @@ class Judge:
     kept going past. run/explore.py calls it for each example and once at the end."""
 
     def __init__(self, base: Record | None, record: Record | None, test: str, backend: str) -> None:
+        from . import backend_device
+
         self.base, self.record, self.test, self.backend = base, record, test, backend
+        self.device = backend_device(backend) if record is not None else None
         self.pre_existing: list[str] = []
         self.fixed: list[str] = []
         self.lost: list[str] = []
@@ -154,7 +162,7 @@ class Judge:
     def note(self, case: str, outcome: str) -> None:
         """This example's outcome (verified, unsupported, wrong-result, raises, known:<id>, pre-existing)."""
         if self.record is not None:
-            self.record.add(self.test, self.backend, case, outcome)
+            self.record.add(self.test, self.backend, case, outcome, self.device)
         if self.base is not None and outcome == PASS and self.base.failed(self.test, case):
             self.fixed.append(case)
         if self.base is not None and outcome == UNSUPPORTED and self.base.ran(self.test, case):
