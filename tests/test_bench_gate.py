@@ -129,6 +129,14 @@ def kernels(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("kernels"))
 
 
+def _repo(tmp_path: Path) -> Path:
+    """An empty git repository: the user's project, before its first commit."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    actrun.git(repo, "init", "-q")
+    return repo
+
+
 def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
     for name, text in files.items():
         (repo / name).write_text(text)
@@ -157,9 +165,7 @@ def _annotations(log: str, kind: str) -> list[str]:
 @pytest.mark.timing
 @pytest.mark.slow
 def test_a_slower_user_function_fails_on_its_absolute_time_and_a_lost_case_fails_too(tmp_path, kernels):
-    repo = tmp_path / "project"
-    repo.mkdir()
-    actrun.git(repo, "init", "-q")
+    repo = _repo(tmp_path)
     files = {"pyproject.toml": PYPROJECT, "gemmlib.py": GEMMLIB, "test_bench.py": BENCH}
     base = _commit(repo, "base", files)
     _commit(repo, "head: the user's functions slower; a case refused", {"gemmlib.py": GEMMLIB_SLOWER,
@@ -234,9 +240,7 @@ if any(a.startswith("--gemm-report-json=") and a.rsplit("head-", 1)[-1] in ("1.j
 @pytest.mark.timing
 @pytest.mark.slow
 def test_a_runner_slower_in_every_head_round_is_measured_again_and_does_not_fail_an_unchanged_change(tmp_path, kernels):
-    repo = tmp_path / "project"
-    repo.mkdir()
-    actrun.git(repo, "init", "-q")
+    repo = _repo(tmp_path)
     bench = "import gemmlib\n\n\n" + BENCH[BENCH.index("def test_steady") : BENCH.index("def test_dropped")]
     files = {"pyproject.toml": PYPROJECT, "gemmlib.py": GEMMLIB, "test_bench.py": bench, "conftest.py": BURST}
     base = _commit(repo, "base", files)
@@ -267,9 +271,7 @@ def test_a_runner_slower_in_every_head_round_is_measured_again_and_does_not_fail
 @pytest.mark.timing
 @pytest.mark.slow
 def test_no_base_runs_the_head_on_its_budgets_and_repro_scripts_land_in_the_report(tmp_path, kernels):
-    repo = tmp_path / "project"
-    repo.mkdir()
-    actrun.git(repo, "init", "-q")
+    repo = _repo(tmp_path)
     bench = BENCH.split("\n\n\ndef test_more_work")[0] + "\n"
     files = {"pyproject.toml": PYPROJECT, "gemmlib.py": GEMMLIB, "test_bench.py": bench,
              "test_plain.py": "def test_plain():\n    assert True\n", "conftest.py": SWAPPED_MM}  # fmt: skip

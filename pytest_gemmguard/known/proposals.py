@@ -101,9 +101,8 @@ def _entry(backend: str, kind: str, op: str, group: dict[str, Any], seen_right: 
         lines.append(f"epilogues = {_toml_list(chains)}")
     elif "none" not in chains:
         lines.append('epilogues = ["fused"]  # seen with ' + ", ".join(chains))
-    devices = group["devices"] - {None}
-    if backend in EITHER_DEVICE and devices and None not in group["devices"]:
-        lines.append(f"device = {_toml_list(sorted(devices))}")
+    if backend in EITHER_DEVICE and None not in group["devices"]:  # every failure's record named its device
+        lines.append(f"device = {_toml_list(sorted(group['devices']))}")
     for size in ("m", "n", "k"):
         values = {c[size] for c in cases}
         if len(values) == 1 and values <= {1}:
