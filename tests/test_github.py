@@ -518,3 +518,10 @@ def test_a_passing_test_is_placed_at_its_def_so_a_benchmark_verdict_against_the_
                    "</testsuite></testsuites>")  # fmt: skip
     (result,) = github.read_junit(str(xml), str(tmp_path))
     assert result.outcome == "passed" and (result.file, result.line) == ("test_bench.py", 4)
+
+
+@pytest.mark.parametrize("flag", ["--rounds=0", "--confirm-rounds=-1"])
+def test_a_bad_round_count_is_one_line(flag, capsys, tmp_path):
+    assert github.main(["gate", "--bench-tests=x", f"--out={tmp_path}", flag]) == 2
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert f"{flag}: must be >= " in line, line
