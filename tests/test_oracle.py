@@ -251,9 +251,48 @@ def test_the_float64_reference_evaluates_scaled_mm_exactly():
     a, b, sa, sb = (t.double() for t in inputs.args)
     fn = lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
     got, tol = fn_tolerance.bound(fn, inputs.args, case.dtype, torch.bfloat16, lambda: None)
-    assert got.dtype == torch.float64 and torch.equal(got, (a @ b) * sa * sb)
+    assert got.dtype == torch.float64 and torch.equal(got, (a * sa) @ (b * sb))
     # The bound of a case's own scaled_mm, by the same terms.
     assert torch.allclose(tol, oracle.case_reference(case, inputs)[1] + 2 * 2**-7 * got.abs(), rtol=1e-6)
+
+
+def _blockwise_kernel(a, b, sa, sb, a_scale_row_stride=None):
+    """A blockwise float8 GEMM as a kernel computes it: each 128-wide block of K's partial sum in float32 times its
+    two scales, summed in float32. `a_scale_row_stride`: read a (M/128, K/128) scale of A at that row stride
+    instead of its own, as cuBLASLt reads it at a stride padded to 4 blocks (pytorch#166752)."""
+    if a_scale_row_stride is not None:
+        store = torch.cat([sa.contiguous().flatten(), torch.ones(4 * sa.shape[0])])
+        sa = torch.as_strided(store, sa.shape, (a_scale_row_stride, 1))
+    m, k = a.shape
+    rows = torch.arange(m) // 128 if sa.shape[0] != m else torch.arange(m)
+    cols = torch.arange(b.shape[1]) // 128 if sb.shape[1] != b.shape[1] else torch.arange(b.shape[1])
+    out = torch.zeros(m, b.shape[1])
+    for block in range(k // 128):
+        part = a[:, block * 128 : (block + 1) * 128].float() @ b[block * 128 : (block + 1) * 128].float()
+        out += part * sa[rows, block][:, None] * sb[block, cols][None, :]
+    return out.bfloat16()
+
+
+@pytest.mark.parametrize("op", ["scaled_mm_block_1x128_128x128", "scaled_mm_block_128x128_1x128"])
+def test_a_blockwise_case_is_judged_against_its_operands_dequantized_block_by_block(op):
+    # torch 2.13's CPU build refuses every blockwise _scaled_mm, so the kernel here is written out (_blockwise_kernel);
+    # the GPU runs torch's own (tests/gpu). K/128 = 3 blocks, M = 200: two row blocks.
+    case = GemmCase(op, 200, 272, 384, dtype="float8_e4m3fn", layout="transposed_b", seed=3)
+    inputs = build_inputs(case, "cpu")
+    expected, tol = oracle.case_reference(case, inputs)
+    a, b, sa, sb = inputs.args
+    assert oracle.judge(_blockwise_kernel(a, b, sa, sb), expected, tol, torch.bfloat16).ok
+    with oracle.Float64ScaledMM():  # the repro script's reference: the same numbers
+        assert torch.equal(OPS[op].call(*oracle.upcast(inputs.args)), expected)
+    # One scale of one block wrong by 1/64 fails: a product is dequantized with its own block's scales.
+    sb_off = sb.clone()
+    sb_off[1, -1] *= 1 + 2**-6
+    assert not oracle.judge(_blockwise_kernel(a, b, sa, sb_off), expected, tol, torch.bfloat16).ok
+    if op == "scaled_mm_block_128x128_1x128":
+        # pytorch#166752's class: A's scales read at a row stride padded to 4 blocks of K. Rows of the first block are
+        # right; every later row is wrong, and eager computing it the same way would agree with the kernel.
+        verdict = oracle.judge(_blockwise_kernel(a, b, sa, sb, a_scale_row_stride=4), expected, tol, torch.bfloat16)
+        assert not verdict.ok and verdict.mismatch.index[0] >= 128
 
 
 def test_the_float64_reference_refuses_to_guess_bias_with_an_output_scale():

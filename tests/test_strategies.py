@@ -8,6 +8,7 @@ from pytest_gemmguard.cases.case import LAYOUTS, VALUES, GemmCase, build_inputs,
 from pytest_gemmguard.cases.ops import OPS, STEPS, default_dtypes, op_takes
 from pytest_gemmguard.cases.space import CaseSpace
 from pytest_gemmguard.cases.strategies import PRIMES, cases_in, every_case, gemm_cases, regime_tour
+from pytest_gemmguard.cases.support import default_ops
 from pytest_gemmguard.run.session import Options
 
 
@@ -32,7 +33,7 @@ def _regimes(cases):
 
 def every_regime(device="cpu"):
     return (
-        {f"op:{o}" for o in OPS} | {f"dtype:{d}" for d in default_dtypes(device)}
+        {f"op:{o}" for o in default_ops(device)} | {f"dtype:{d}" for d in default_dtypes(device)}
         | {f"layout:{lay}" for lay in LAYOUTS} | {f"step:{s}" for s in STEPS} | {f"values:{v}" for v in VALUES}
         | {"M=1", "prime", "not-multiple-of-8", "power-of-two+1", "batch>2"}
     )  # fmt: skip

@@ -56,7 +56,7 @@ def _square_past(batch: int) -> int:
 def sizes(op: str, layout: str) -> st.SearchStrategy[tuple[int, int, int, int]]:
     """(batch, M, N, K) of a case of `op` in `layout` one of whose tensors crosses 2**31 elements (module
     docstring). An aliased B is A transposed (N = M): its result crosses at a square M = N, its A through K."""
-    align, batched = OPS[op].align, OPS[op].batched
+    align, k_align, batched = OPS[op].align, OPS[op].k_align, OPS[op].batched
 
     @st.composite
     def draw(data) -> tuple[int, int, int, int]:
@@ -64,7 +64,7 @@ def sizes(op: str, layout: str) -> st.SearchStrategy[tuple[int, int, int, int]]:
         extra = data(st.sampled_from((0, 1, 7)))
         small = data(st.sampled_from((1, 3, 16, 17, 64)))
         if data(st.sampled_from(CROSSING)) == "result":
-            k = round_up(small, align)
+            k = round_up(small, k_align)
             if layout == "aliased":  # B is A transposed, so N = M: the square crosses
                 m = n = _square_past(batch) + extra
             else:
@@ -73,7 +73,7 @@ def sizes(op: str, layout: str) -> st.SearchStrategy[tuple[int, int, int, int]]:
         else:
             # An aliased B is A transposed, so N = M: kept to the smaller rows, or the result would cross too.
             m = data(st.sampled_from(LONG_K_ROWS[:2] if layout == "aliased" else LONG_K_ROWS))
-            k = _past(batch * m, align, extra)
+            k = _past(batch * m, k_align, extra)
             n = m if layout == "aliased" else round_up(small, align)
         return (batch if batched else 0, m, n, k)
 
@@ -90,7 +90,9 @@ def tour(space, device: str, seed: int = 0) -> list[GemmCase]:
     layouts = list(space.layouts or ("contiguous", "transposed_b"))
     chains = list(space.epilogues or ("none", chain_name(("bias", "gelu"))))
     values = values_of(space)[0]  # ordinary numbers, unless the space holds specials alone
-    ops = [op for op in valid_ops(space, dtypes) if any(op_takes(op, d, lay) for d in dtypes for lay in layouts)]
+    # The blockwise ops only where named: their indexing past 2**31 is the scaled ops', which the tour visits.
+    ops = [op for op in valid_ops(space, dtypes, device) if any(op_takes(op, d, lay) for d in dtypes for lay in layouts)
+           and (space.ops or not OPS[op].scale_blocks)]  # fmt: skip
     out = []
     for turn in range(2):
         for i, op in enumerate(ops):
@@ -103,16 +105,16 @@ def tour(space, device: str, seed: int = 0) -> list[GemmCase]:
 
 def _smallest_crossing(op: str, dtype: str, layout: str, result: bool, chain: str, values: str, seed: int) -> GemmCase:
     """The case of `op` whose result (or A, through K) crosses 2**31 elements by the least."""
-    align, batched = OPS[op].align, OPS[op].batched
+    align, k_align, batched = OPS[op].align, OPS[op].k_align, OPS[op].batched
     batch = 3 if batched else 1
     if result and layout == "aliased":
         side = _square_past(batch)
-        m, n, k = side, side, round_up(16, align)
+        m, n, k = side, side, round_up(16, k_align)
     elif result:
         m = BATCH_RESULT_ROWS[0] if batched else RESULT_ROWS[0]
-        n, k = _past(batch * m, align, 0), round_up(16, align)
+        n, k = _past(batch * m, align, 0), round_up(16, k_align)
     else:
         m = LONG_K_ROWS[0]
-        n, k = m if layout == "aliased" else round_up(3, align), _past(batch * m, align, 0)
+        n, k = m if layout == "aliased" else round_up(3, align), _past(batch * m, k_align, 0)
     value = values if takes_values(op, values, m, n) else "normal"
     return GemmCase(op, m, n, k, batch if batched else 0, dtype, layout, chain, seed, value)

@@ -15,14 +15,14 @@ from typing import Any
 
 import torch
 
-from .ops import DTYPES, OPS, STEPS, apply_chain, chain_name, gemm_out_dtype, output_dtype, parse_chain
+from .ops import BLOCK, DTYPES, OPS, STEPS, apply_chain, chain_name, gemm_out_dtype, output_dtype, parse_chain
 
 # Per-operand storage: "row" (contiguous), "col" (column-major: a transposed view of contiguous
 # storage), "strided" (every other column of a wider buffer: non-contiguous), "offset" (contiguous
 # but starting 3 elements into its storage, so not 16-byte aligned), "broadcast" (one matrix expanded to every
 # batch: a zero batch stride, as a weight shared across a batch by `expand` is; pytorch#179505 faulted on one while
 # autotuning). A scaled op's scales are drawn apart ("scale" storage: positive float32, not powers of two, so a
-# dropped scale shows).
+# dropped scale shows; "scale_col", "scale_col4": the same, column-major, for the blockwise recipes' strides).
 # "aliased": B is A's own storage, so the two operands share it: A transposed (`x @ x.T`; a linear's weight is the
 # activation), or, where K = M too, A itself (`x @ x`, `bmm(x, x)`: pytorch#156412 crashed under max-autotune), and
 # then a residual step adds A as well (`linear(x, x) + x`: pytorch#149475's fused linear+add on one tensor). It needs
@@ -118,8 +118,17 @@ def _make(shape: tuple[int, ...], storage: str, dtype: str, seed: int, device: s
     if storage == "broadcast":
         return _make((1, *shape[1:]), "row", dtype, seed, device).expand(shape)
     gen = torch.Generator().manual_seed(seed)
-    if storage == "scale":
-        return (0.5 + 1.5 * torch.rand(shape, generator=gen, dtype=torch.float32)).to(device)
+    if storage.startswith("scale"):
+        scales = (0.5 + 1.5 * torch.rand(shape, generator=gen, dtype=torch.float32)).to(device)
+        if storage == "scale":
+            return scales
+        # Column-major, the leading dimension padded to a multiple of 4 for "scale_col4": the blockwise recipes'
+        # strides (ops.OpSpec.scale_blocks; case.scale_specs says which scale takes which).
+        rows, cols = shape
+        lead = -(-rows // 4) * 4 if storage == "scale_col4" else rows
+        store = torch.zeros((cols, lead), dtype=torch.float32, device=device)
+        store[:, :rows] = scales.t()
+        return store.t()[:rows]
     values = torch.randn(shape, generator=gen, dtype=torch.float32).to(device=device, dtype=DTYPES[dtype])
     if storage == "row":
         return values.contiguous()
@@ -154,17 +163,31 @@ def operand_specs(case: GemmCase) -> dict[str, tuple[tuple[int, ...], str]]:
     lead = (case.batch,) if OPS[case.op].batched else ()
     out_shape = (*lead, case.m, case.n)
     a_store, b_store = LAYOUTS[case.layout]
-    rowwise = OPS[case.op].rowwise_scales
     return {
         "a": ((*lead, case.m, case.k), a_store),
         "b": ((*lead, case.k, case.n), b_store),
         "w": ((case.n, case.k), b_store),
         "bias": (out_shape if case.op == "baddbmm" else (case.n,), "row"),
-        "scale_a": ((case.m, 1) if rowwise else (), "scale"),
-        "scale_b": ((1, case.n) if rowwise else (), "scale"),
+        **scale_specs(case),
         "epi_bias": ((case.n,), "row"),
         "residual": (out_shape, "aliased" if _residual_is_a(case) else "row"),
     }
+
+
+def scale_specs(case: GemmCase) -> dict[str, tuple[tuple[int, ...], str]]:
+    """(shape, storage) of a scaled op's scales: one number each; one per row of A and per column of B; or one per
+    block (ops.OpSpec.scale_blocks), A's of (M, K/128) column-major or (M/128, K/128) row-major, B's of (K/128, N)
+    row-major or (K/128, N/128) column-major with its leading dimension padded to 4: the strides torch 2.11's
+    cuBLASLt path takes (support.py asks eager whether the running torch still does)."""
+    spec = OPS[case.op]
+    if spec.scale_blocks:
+        a_block, b_block = spec.scale_blocks
+        blocks = -(-case.k // BLOCK)
+        a = ((case.m, blocks), "scale_col") if a_block == "1x128" else ((-(-case.m // BLOCK), blocks), "scale")
+        b = ((blocks, case.n), "scale") if b_block == "1x128" else ((blocks, -(-case.n // BLOCK)), "scale_col4")
+        return {"scale_a": a, "scale_b": b}
+    rowwise = spec.rowwise_scales
+    return {"scale_a": ((case.m, 1) if rowwise else (), "scale"), "scale_b": ((1, case.n) if rowwise else (), "scale")}
 
 
 def row_dims(case: GemmCase) -> dict[str, int]:
@@ -173,8 +196,8 @@ def row_dims(case: GemmCase) -> dict[str, int]:
     dims = {"a": -2, "residual": -2}
     if case.op == "baddbmm":
         dims["bias"] = -2
-    if OPS[case.op].rowwise_scales:
-        dims["scale_a"] = 0  # (M, 1)
+    if OPS[case.op].rowwise_scales or (OPS[case.op].scale_blocks or ("",))[0] == "1x128":
+        dims["scale_a"] = 0  # (M, 1) or (M, K/128); a 128x128 block's scale spans 128 rows (reference.py)
     return dims
 
 

@@ -61,7 +61,7 @@ class OpSpec:
     has_bias: bool
     # Argument order of the torch function, naming each input: "a" (M×K), "b" (K×N), "w" (N×K, a
     # linear weight), "bias" (N, or B×M×N for baddbmm), "scale_a"/"scale_b" (float32 dequantization
-    # scales: one number each, or one per row of A (M×1) and per column of B (1×N)).
+    # scales: one number each, one per row of A (M×1) and per column of B (1×N), or one per block: `scale_blocks`).
     arg_names: tuple[str, ...]
     # The operand that Inductor's CPP template needs as a frozen constant (the "weight").
     weight_args: tuple[str, ...]
@@ -75,6 +75,10 @@ class OpSpec:
     # N and K must be multiples of this (16 for float8: cuBLASLt and the Triton template need it).
     align: int = 1
     rowwise_scales: bool = False
+    # Blockwise scaling: the block of A and of B one scale covers, as (rows, columns) of A (M×K) and of B stored N×K
+    # (DeepSeek-V3's recipe: "1x128" for A, one scale per row and 128 of K; "128x128" for B). K is then a multiple
+    # of BLOCK: a partial block of K has no meaning every library agrees on.
+    scale_blocks: tuple[str, str] | None = None
     _fn: Callable[..., torch.Tensor] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -90,8 +94,16 @@ class OpSpec:
     def scaled(self) -> bool:
         return "scale_a" in self.arg_names
 
+    @property
+    def k_align(self) -> int:
+        """What K must be a multiple of: a whole number of scale blocks for a blockwise op, else `align`."""
+        return BLOCK if self.scale_blocks else self.align
+
     def call(self, *args: torch.Tensor) -> torch.Tensor:
         return self._fn(*args)
+
+
+BLOCK = 128  # the side of a scale block of the blockwise float8 recipes
 
 
 _SCALED = "torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)"
@@ -108,6 +120,17 @@ OPS: dict[str, OpSpec] = {
     "scaled_mm_rowwise": OpSpec("scaled_mm_rowwise", False, False, ("a", "b", "scale_a", "scale_b"),
                                 ("b", "scale_b"), _SCALED, dtypes=(FP8,), layouts=("transposed_b",), align=16,
                                 rowwise_scales=True),
+    # Blockwise: a scale per 1x128 block of A and per 128x128 block of B (or the other way round), on GPUs whose
+    # torch takes them (op_unsupported). pytorch#188711's Triton template and pytorch#166752's cuBLASLt scale reads
+    # were wrong here while eager and Inductor agreed: only a float64 reference of the dequantized operands sees it.
+    "scaled_mm_block_1x128_128x128": OpSpec("scaled_mm_block_1x128_128x128", False, False,
+                                            ("a", "b", "scale_a", "scale_b"), ("b", "scale_b"), _SCALED,
+                                            dtypes=(FP8,), layouts=("transposed_b",), align=16,
+                                            scale_blocks=("1x128", "128x128")),
+    "scaled_mm_block_128x128_1x128": OpSpec("scaled_mm_block_128x128_1x128", False, False,
+                                            ("a", "b", "scale_a", "scale_b"), ("b", "scale_b"), _SCALED,
+                                            dtypes=(FP8,), layouts=("transposed_b",), align=16,
+                                            scale_blocks=("128x128", "1x128")),
 }  # fmt: skip
 
 
@@ -120,12 +143,12 @@ def op_takes(op: str, dtype: str, layout: str) -> bool:
 
 
 def shape_fits(op: str, shape: tuple[int, ...]) -> bool:
-    """Whether an explicit shape suits `op`: rank (batched or not) and the op's N, K alignment."""
+    """Whether an explicit shape suits `op`: rank (batched or not) and the op's N and K alignment."""
     op_spec = OPS[op]
     if op_spec.batched != (len(shape) == 4):
         return False
     n, k = shape[-2], shape[-1]
-    return n % op_spec.align == 0 and k % op_spec.align == 0
+    return n % op_spec.align == 0 and k % op_spec.k_align == 0
 
 
 SCALE = -1.5  # a fixed, non-power-of-two scale: exact in every dtype and flips the sign

@@ -33,13 +33,20 @@ def values_of(space: CaseSpace) -> tuple[str, ...]:
     return space.values or (VALUES if not space.shapes else ("normal",))
 
 
-def valid_ops(space: CaseSpace, dtypes: Sequence[str] | None = None) -> list[str]:
-    """The space's ops that take at least one of its dtypes (or `dtypes`, the device's defaults) in at
-    least one of its layouts, and, with explicit shapes, at least one shape of theirs."""
+def valid_ops(space: CaseSpace, dtypes: Sequence[str] | None = None, device: str | None = None) -> list[str]:
+    """The space's ops (or, where it names none, those eager runs on `device`: support.default_ops) that take at
+    least one of its dtypes (or `dtypes`, the device's defaults) in at least one of its layouts, and, with explicit
+    shapes, at least one shape of theirs."""
     dtypes = space.dtypes or dtypes or list(DTYPES)
     layouts = space.layouts or LAYOUTS
+    if space.ops is None and device is not None:
+        from .support import default_ops  # runs eager on the device: not at validation
+
+        candidates: Sequence[str] = default_ops(device)
+    else:
+        candidates = space.ops or tuple(OPS)
     out = []
-    for op in space.ops or OPS:
+    for op in candidates:
         if space.values and "normal" not in space.values and OPS[op].scaled:
             continue  # float8 has no inf, and the scaled ops are kept to ordinary numbers
         takes = [lay for lay in layouts if any(op_takes(op, d, lay) for d in dtypes)]
@@ -170,14 +177,13 @@ def case_space(where: str = "@gemm_case", *, singular: bool = False, **kwargs: A
     fitting = valid_ops(space)
     if not fitting:
         raise GemmUsageError(
-            f"{where}: no op takes these dtypes and layouts together (float8_e4m3fn goes with "
-            "scaled_mm/scaled_mm_rowwise and the transposed_b layout, which take nothing else; the broadcast "
-            "layout with bmm/baddbmm)"
+            f"{where}: no op takes these dtypes and layouts together (float8_e4m3fn goes with the scaled_mm ops "
+            "and the transposed_b layout, which take nothing else; the broadcast layout with bmm/baddbmm)"
         )
     for shape in space.shapes or ():
         if not any(shape_fits(op, shape) for op in fitting):
             raise GemmUsageError(
                 f"{where}({arg('shapes')}=...): {shape!r} suits none of the ops {', '.join(fitting)} "
-                "(the scaled ops need N and K multiples of 16)"
+                "(the scaled ops need N and K multiples of 16, the blockwise ones K a multiple of 128)"
             )
     return space

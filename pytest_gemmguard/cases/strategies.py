@@ -95,7 +95,7 @@ def cases_in(
     limits = SizeLimits.for_device(device)
     shapes, epilogues = space.shapes, space.epilogues
     dtypes_ = list(space.dtypes or default_dtypes(device))
-    ops_ = valid_ops(space, dtypes_)
+    ops_ = valid_ops(space, dtypes_, device)
     layouts_ = list(space.layouts or LAYOUTS)
     values_ = list(values_of(space))
     epilogue_st = st.sampled_from(list(epilogues)) if epilogues else epilogue_chains()
@@ -112,10 +112,9 @@ def cases_in(
                 batch = 1
         else:
             op = data(st.sampled_from(ops_))
-            align = OPS[op].align
             if sizes is None:
                 m, n, k = data(dims(limits.mn)), data(dims(limits.mn)), data(dims(limits.k))
-                n, k = round_up(n, align), round_up(k, align)
+                n, k = round_up(n, OPS[op].align), round_up(k, OPS[op].k_align)
                 batch = data(st.integers(1, limits.batch)) if OPS[op].batched else 0
             else:  # drawn once the layout is (an aliased B needs N = M)
                 batch = m = n = k = 0
@@ -176,7 +175,7 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
     regime the space allows: about as long as the longest list, not their product."""
     limits = SizeLimits.for_device(device)
     dtypes = list(space.dtypes or default_dtypes(device))
-    ops = valid_ops(space, dtypes)
+    ops = valid_ops(space, dtypes, device)
     layouts = list(space.layouts or LAYOUTS)
     if space.epilogues:
         chains = list(space.epilogues)
@@ -228,8 +227,7 @@ def regime_tour(space: CaseSpace, device: str, seed: int = 0) -> list[GemmCase]:
             batch = 0
         else:
             batch = max(batch, 3) if not space.shapes else batch  # batches > 2
-        align = OPS[op].align
-        n, k = round_up(n, align), round_up(k, align)
+        n, k = round_up(n, OPS[op].align), round_up(k, OPS[op].k_align)
         fits = [lay for lay in layouts if not space.shapes or aliasable(lay, m, n)]
         dtype = _first_unvisited([d for d in dtypes if any(op_takes(op, d, lay) for lay in fits)], seen_dtypes, i)
         layout = _first_unvisited([lay for lay in fits if op_takes(op, dtype, lay)], seen_layouts, i)
@@ -262,7 +260,7 @@ def every_case(space: CaseSpace, device: str, seed: int = 0, at_most: int = 0) -
     if not space.shapes:
         return None
     dtypes = list(space.dtypes or default_dtypes(device))
-    ops = valid_ops(space, dtypes)
+    ops = valid_ops(space, dtypes, device)
     layouts = list(space.layouts or LAYOUTS)
     combos = [
         (op, shape, d, lay, v)

@@ -319,10 +319,11 @@ def _reference(op: str, kwargs: dict, tensors: tuple, dtype: str, out_dtype: tor
     else:
         a, b = args[:2]
     with torch.no_grad():
-        y, e = oracle.product_bound(a, b, a.shape[-1], dtype)
         if op == SCALED:
-            y, e = oracle.dequantize_bound(y, e, args[2] * args[3])
+            y, e = oracle.scaled_product_bound(a, b, args[2], args[3], dtype)
             bias = args[4] if len(args) == 5 else None
+        else:
+            y, e = oracle.product_bound(a, b, a.shape[-1], dtype)
         eps, tiny = torch.finfo(out_dtype).eps, torch.finfo(out_dtype).tiny
         y, e = alpha * y, abs(alpha) * e
         e = e + eps * y.abs()

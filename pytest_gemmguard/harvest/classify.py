@@ -112,6 +112,18 @@ def _vector_bias(bias: Any, n: int) -> str | None:
     return f"an addmm bias of shape {shape}: gemmguard's addmm takes ({n},)"
 
 
+def _block_recipe(sa: tuple, sb: tuple, m: int, n: int, k: int) -> str | None:
+    """The blockwise op whose scale shapes these are (cases/case.py scale_specs), or None."""
+    if k % 128:
+        return None
+    blocks, rows, cols = k // 128, -(-m // 128), -(-n // 128)
+    if sa == (m, blocks) and sb == (blocks, cols):
+        return "scaled_mm_block_1x128_128x128"
+    if sa == (rows, blocks) and sb == (blocks, n):
+        return "scaled_mm_block_128x128_1x128"
+    return None
+
+
 def _classify_scaled(node: Any, args: dict[str, Any], what: str) -> HarvestedGemm | tuple[str, str]:
     a, b = val(args["self"]), val(args["mat2"])
     sa, sb = val(args["scale_a"]), val(args["scale_b"])
@@ -133,8 +145,12 @@ def _classify_scaled(node: Any, args: dict[str, Any], what: str) -> HarvestedGem
     elif tuple(sa.shape) == (m, 1) and tuple(sb.shape) == (1, n):
         op = "scaled_mm_rowwise"
     else:
-        problems.append(f"scales of shapes {tuple(sa.shape)}, {tuple(sb.shape)} (tensor-wise or row-wise only)")
-        op = None
+        op = _block_recipe(tuple(sa.shape), tuple(sb.shape), m, n, k)
+        if op is None:
+            problems.append(
+                f"scales of shapes {tuple(sa.shape)}, {tuple(sb.shape)} (tensor-wise, row-wise, or blockwise "
+                "1x128/128x128 with K a multiple of 128)"
+            )
     operands = (storage(a), storage(b))
     layout = layout_of(*operands)
     if layout != "transposed_b":

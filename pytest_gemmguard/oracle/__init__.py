@@ -80,8 +80,26 @@ def upcast(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 
 class Float64ScaledMM(torch.overrides.TorchFunctionMode):
-    """Evaluates torch._scaled_mm exactly on float64 operands (torch has no float64 kernel for it):
-    (a @ b) * scale_a * scale_b (* scale_result) + bias, left in float64 whatever out_dtype says."""
+    """Evaluates torch._scaled_mm exactly on float64 operands (torch has no float64 kernel for it): the product of the
+    dequantized operands (each times its scales, `dequantized`) (* scale_result) + bias, left in float64 whatever
+    out_dtype says."""
+
+    @staticmethod
+    def dequantized(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """An operand (A as M x K, B as K x N) times its scales, each over what it covers: along each dimension a
+        scale has the operand's size (one per row or column), 1 (one for all) or ceil(size / 128) (one per block
+        of 128: the blockwise recipes, whose scales a kernel applies to each block of K's partial sum)."""
+        scale = scale.double()
+        if scale.dim() == 0:
+            return x * scale
+        for dim in (-2, -1):
+            size, given = x.shape[dim], scale.shape[dim]
+            if given not in (size, 1):
+                if given != -(-size // 128):
+                    shapes = f"a scale of shape {tuple(scale.shape)} for an operand of shape {tuple(x.shape)}"
+                    raise ValueError(f"{shapes}: no scaling recipe fits it")
+                scale = scale.repeat_interleave(128, dim=dim).narrow(dim, 0, size)
+        return x * scale
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = dict(kwargs or {})
@@ -92,7 +110,7 @@ class Float64ScaledMM(torch.overrides.TorchFunctionMode):
         if given.get("scale_result") is not None and given.get("bias") is not None:
             # Whether the output scale applies before or after the bias is the library's business: refuse to guess.
             raise NotImplementedError("gemmguard: no float64 reference for _scaled_mm with both bias and scale_result")
-        y = (given["a"] @ given["b"]) * given["scale_a"].double() * given["scale_b"].double()
+        y = self.dequantized(given["a"], given["scale_a"]) @ self.dequantized(given["b"], given["scale_b"])
         if given.get("scale_result") is not None:
             y = y * given["scale_result"].double()
         return y if given.get("bias") is None else y + given["bias"].double()
@@ -106,10 +124,11 @@ def case_reference(case: GemmCase, inputs: CaseInputs) -> tuple[torch.Tensor, to
     a, k = args["a"], case.k
     b = args["w"].t() if "w" in args else args["b"]
     with torch.no_grad():
-        y, e = product_bound(a, b, k, case.dtype)
-        store = gemm_out_dtype(case.dtype)
         if op_spec.scaled:
-            y, e = dequantize_bound(y, e, args["scale_a"] * args["scale_b"])
+            y, e = scaled_product_bound(a, b, args["scale_a"], args["scale_b"], case.dtype)
+        else:
+            y, e = product_bound(a, b, k, case.dtype)
+        store = gemm_out_dtype(case.dtype)
         e = e + _eps(store) * y.abs()
         if op_spec.has_bias:
             y = y + args["bias"]
@@ -147,9 +166,16 @@ def error_coefficient(k: int, dtype: str) -> float:
     return acc + OPERAND_EPS.get(dtype, 0.0)
 
 
-def dequantize_bound(y: torch.Tensor, e: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dequantization: exact in float64; the kernel's two float32 multiplies round twice."""
-    return y * scale, e * scale + 2 * _eps("float32") * (y * scale).abs()
+def scaled_product_bound(
+    a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, dtype: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`product_bound` of a scaled GEMM (float64 operands, their scales of any recipe): the product of the dequantized
+    operands, exact in float64, and its bound, plus the kernel's two float32 multiplies by the scales. Those round
+    the partial sum they scale (the whole product, or one block of K's), which sum |products| bounds."""
+    a, b = Float64ScaledMM.dequantized(a, scale_a), Float64ScaledMM.dequantized(b, scale_b)
+    k = a.shape[-1]
+    y, e = product_bound(a, b, k, dtype)
+    return y, e * (1 + 2 * _eps("float32") / error_coefficient(k, dtype))
 
 
 # Operands rounded to the math precision before the products: TF32 keeps 10 mantissa bits. Triton

@@ -77,8 +77,11 @@ def _linear(args: tuple, kwargs: dict) -> _Operands:  # linear(x, w, bias=None) 
 
 
 def _scaled(args: tuple, kwargs: dict) -> _Operands:
+    """The operands dequantized (each times its scales, of any recipe: oracle.Float64ScaledMM.dequantized)."""
     biased = _arg(args, kwargs, 4, "bias") is not None
-    return _arg(args, kwargs, 0, "self"), _arg(args, kwargs, 1, "mat2"), biased, 1.0, 1.0
+    a, b = _arg(args, kwargs, 0, "self").double(), _arg(args, kwargs, 1, "mat2").double()
+    a = oracle.Float64ScaledMM.dequantized(a, _arg(args, kwargs, 2, "scale_a"))
+    return a, oracle.Float64ScaledMM.dequantized(b, _arg(args, kwargs, 3, "scale_b")), biased, 1.0, 1.0
 
 
 _GEMMS: dict[Any, Callable[[tuple, dict], _Operands]] = {
@@ -96,12 +99,6 @@ _GEMMS: dict[Any, Callable[[tuple, dict], _Operands]] = {
 # GEMMs this module cannot bound: a function calling one keeps at least the case's bound (module docstring).
 _UNSEEN = {torch.tensordot, torch.linalg.multi_dot, torch.chain_matmul, torch.nn.functional.bilinear,
            torch.nn.functional.scaled_dot_product_attention}  # fmt: skip
-
-
-def _scales(args: tuple, kwargs: dict) -> torch.Tensor:
-    scales = _arg(args, kwargs, 2, "scale_a").double() * _arg(args, kwargs, 3, "scale_b").double()
-    result = _arg(args, kwargs, 5, "scale_result")
-    return scales if result is None else scales * result.double()
 
 
 def _einsum_operands(args: tuple) -> tuple[str, list[torch.Tensor], int] | None:
@@ -190,9 +187,12 @@ class _Sites(torch.overrides.TorchFunctionMode):
         # overwritten its bias with y by now), and beta * bias is what y holds beside it.
         product = y.double() if not biased else alpha * torch.matmul(a.double(), b.double())
         if func is torch._scaled_mm:
-            scales = _scales(args, kwargs)
-            e, product = e * scales, product if not biased else product * scales
-            e = e + 2 * torch.finfo(torch.float32).eps * product.abs()
+            # The operands came dequantized (_scaled); the kernel's float32 multiplies by the scales round the partial
+            # sums they scale (the product, or one block of K's), which `sizes` bounds; an output scale scales it all.
+            result = _arg(args, kwargs, 5, "scale_result")
+            factor = 1.0 if result is None else result.double()
+            e = (e + 2 * torch.finfo(torch.float32).eps * sizes) * factor
+            product = product if not biased else product * factor
         # A kernel may store the product before it adds the bias (Inductor's addmm -> mm + add, cuBLASLt's bias
         # epilogues): that rounding errs by eps * |alpha * a @ b|, which a bias cancelling the product leaves far
         # above eps * |y|. A product scaled by alpha after it was stored rounds once more, as does beta * bias.

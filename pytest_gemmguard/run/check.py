@@ -21,6 +21,7 @@ from ..ahead import travel
 from ..ahead.pool import job_args
 from ..cases.ops import OPS, dtype_unsupported
 from ..cases.precision import describe, math_precision
+from ..cases.support import eager_refusal, op_unsupported
 from ..compile import candidates
 from ..compile.candidates import CandidateResult
 from ..compile.compiler import CallRecord, run_checked
@@ -48,7 +49,14 @@ class CheckResult:
 
 def check(session: GemmSession, example: Example, fn: Callable[..., Any] | None) -> CheckResult:
     """`gemm.check(fn)`: verified, or GemmMismatch / Unsupported / BackendCrashed / UserCodeError."""
-    reason = dtype_unsupported(example.case.dtype, example.device)
+    case = example.case
+    # Input this torch does not take on the device (a dtype, a blockwise recipe, its scales at this size) is no
+    # backend's refusal: unsupported before any compile, and never weighed as a refusal that is a bug (refusal.py).
+    reason = (
+        dtype_unsupported(case.dtype, example.device)
+        or op_unsupported(case.op, example.device)
+        or eager_refusal(case, example.inputs)
+    )
     if reason:
         session.tally.note_unsupported(example.backend, reason)
         raise Unsupported(example.backend, reason)

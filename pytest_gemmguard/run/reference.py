@@ -14,8 +14,8 @@ import torch
 
 from .. import oracle
 from ..cases import memory
-from ..cases.case import case_function
-from ..cases.ops import DTYPES
+from ..cases.case import case_function, row_dims
+from ..cases.ops import DTYPES, OPS
 from ..errors import Unsupported, UserCodeError
 from ..oracle import chunks
 from ..oracle.function import bound as fn_bound
@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 CHUNKED_FN = (
     "gemm.check(fn) on a case with a tensor past 2**26 elements: a function's bound needs its whole float64 result, "
     "so only gemm.check() (the case's own GEMM, judged in row chunks) runs at this size"
+)
+
+CHUNKED_BLOCKS = (
+    "a blockwise case with a tensor past 2**26 elements whose A scales span 128 rows each: its reference is judged "
+    "in row chunks, and a chunk's rows need not start a block"
 )
 
 
@@ -76,6 +81,8 @@ def references(example: Example, fn: Callable[..., Any] | None, backend: str) ->
     if memory.chunked(case):
         if fn is not None:
             raise Unsupported(backend, CHUNKED_FN)
+        if "scale_a" in OPS[case.op].arg_names and "scale_a" not in row_dims(case):
+            raise Unsupported(backend, CHUNKED_BLOCKS)
         own = Reference(own_fn, inputs.flat, None, None, DTYPES[case.out_dtype], chunks.Chunked(case, inputs))
         return own, own
     expected, tol = oracle.case_reference(case, inputs)
