@@ -251,7 +251,7 @@ def test_the_float64_reference_evaluates_scaled_mm_exactly():
     a, b, sa, sb = (t.double() for t in inputs.args)
     fn = lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
     got, tol = fn_tolerance.bound(fn, inputs.args, case.dtype, torch.bfloat16, lambda: None)
-    assert got.dtype == torch.float64 and torch.equal(got, (a * sa) @ (b * sb))
+    assert got.dtype == torch.float64 and torch.equal(got, (a @ b) * sa * sb)
     # The bound of a case's own scaled_mm, by the same terms.
     assert torch.allclose(tol, oracle.case_reference(case, inputs)[1] + 2 * 2**-7 * got.abs(), rtol=1e-6)
 

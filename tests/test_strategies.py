@@ -57,11 +57,17 @@ def test_drawn_cases_keep_each_ops_contract(case):
     assert op_takes(case.op, case.dtype, case.layout)
     assert case.layout != "aliased" or case.m == case.n  # B is A transposed
     if OPS[case.op].scaled:
-        assert case.dtype == "float8_e4m3fn" and case.n % 16 == 0 and case.k % 16 == 0
+        assert case.dtype == "float8_e4m3fn" and case.n % 16 == 0 and case.k % OPS[case.op].k_align == 0
     a, b, *scales = build_inputs(case, "cpu").args if OPS[case.op].scaled else (None, None)
     if scales:
         assert a.dtype == torch.float8_e4m3fn and b.stride(0) == 1 and all((s > 0).all() for s in scales)
-        shapes = [(case.m, 1), (1, case.n)] if OPS[case.op].rowwise_scales else [(), ()]
+        blocks, rows, cols = case.k // 128, -(-case.m // 128), -(-case.n // 128)
+        shapes = {
+            "scaled_mm": [(), ()],
+            "scaled_mm_rowwise": [(case.m, 1), (1, case.n)],
+            "scaled_mm_block_1x128_128x128": [(case.m, blocks), (blocks, cols)],
+            "scaled_mm_block_128x128_1x128": [(rows, blocks), (blocks, case.n)],
+        }[case.op]
         assert [tuple(s.shape) for s in scales] == shapes
 
 

@@ -96,6 +96,8 @@ def cases_in(
     shapes, epilogues = space.shapes, space.epilogues
     dtypes_ = list(space.dtypes or default_dtypes(device))
     ops_ = valid_ops(space, dtypes_, device)
+    if sizes is not None and space.ops is None:  # a profile draws the blockwise ops only where named (cases/big.py)
+        ops_ = [o for o in ops_ if not OPS[o].scale_blocks]
     layouts_ = list(space.layouts or LAYOUTS)
     values_ = list(values_of(space))
     epilogue_st = st.sampled_from(list(epilogues)) if epilogues else epilogue_chains()

@@ -8,7 +8,8 @@ the case's computation in float64:
               + eps_in * (|A| @ |B|)                    operands rounded to the math precision (tf32)
               + eps_mma * (|A| @ |B|)                   float8 tensor cores' narrow accumulator
               + eps_out * |y|                           the product rounded to its storage dtype
-    scaled  y and e times scale_a * scale_b, plus two fp32 roundings of the dequantized value
+    scaled  the same on the operands dequantized (each block of K's product times its block's scales), plus two
+              fp32 roundings of each block's scaled partial sum
     step f  e = L_f * e + eps_out * |f(y)|  (+ 4 fp32 ulp of max(|y|, |f(y)|) for transcendental f:
               GELU and SiLU are y * g(y), and an absolute error in g (erf, sigmoid) scales with |y|)
               L_f is f's Lipschitz constant, so an error already present grows at most that much;
@@ -85,21 +86,42 @@ class Float64ScaledMM(torch.overrides.TorchFunctionMode):
     out_dtype says."""
 
     @staticmethod
-    def dequantized(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        """An operand (A as M x K, B as K x N) times its scales, each over what it covers: along each dimension a
-        scale has the operand's size (one per row or column), 1 (one for all) or ceil(size / 128) (one per block
-        of 128: the blockwise recipes, whose scales a kernel applies to each block of K's partial sum)."""
+    def expanded(scale: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+        """A scale over the operand it scales (A as M x K, B as K x N), each value over what it covers: along each
+        dimension a scale has the operand's size (one per row or column), 1 (one for all) or ceil(size / 128) (one
+        per block of 128: the blockwise recipes)."""
         scale = scale.double()
         if scale.dim() == 0:
-            return x * scale
+            return scale
         for dim in (-2, -1):
-            size, given = x.shape[dim], scale.shape[dim]
+            size, given = shape[dim], scale.shape[dim]
             if given not in (size, 1):
                 if given != -(-size // 128):
-                    shapes = f"a scale of shape {tuple(scale.shape)} for an operand of shape {tuple(x.shape)}"
+                    shapes = f"a scale of shape {tuple(scale.shape)} for an operand of shape {tuple(shape)}"
                     raise ValueError(f"{shapes}: no scaling recipe fits it")
                 scale = scale.repeat_interleave(128, dim=dim).narrow(dim, 0, size)
-        return x * scale
+        return scale
+
+    @staticmethod
+    def dequantized(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """An operand times its scales (`expanded`)."""
+        return x * Float64ScaledMM.expanded(scale, tuple(x.shape))
+
+    @staticmethod
+    def product(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> torch.Tensor:
+        """The dequantized operands' product in float64, as a kernel forms it: each block of K's product of the
+        float8 values (exact in float64), times that block's scales (K is one block unless a scale varies along it).
+        Exact products make the result independent of how a matmul orders its sums, so a row chunk's reference is
+        the whole's (oracle/chunks.py)."""
+        k = a.shape[-1]
+        sa = Float64ScaledMM.expanded(scale_a, (a.shape[-2], k)).expand(a.shape[-2], k)
+        sb = Float64ScaledMM.expanded(scale_b, (k, b.shape[-1])).expand(k, b.shape[-1])
+        step = 128 if sa.stride(-1) or sb.stride(-2) else k  # a stride of 0: one scale along all of K
+        y = None
+        for k0 in range(0, k, step):
+            part = (a[..., k0 : k0 + step] @ b[..., k0 : k0 + step, :]) * sa[:, k0 : k0 + 1] * sb[k0 : k0 + 1, :]
+            y = part if y is None else y + part
+        return y
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = dict(kwargs or {})
@@ -110,7 +132,7 @@ class Float64ScaledMM(torch.overrides.TorchFunctionMode):
         if given.get("scale_result") is not None and given.get("bias") is not None:
             # Whether the output scale applies before or after the bias is the library's business: refuse to guess.
             raise NotImplementedError("gemmguard: no float64 reference for _scaled_mm with both bias and scale_result")
-        y = self.dequantized(given["a"], given["scale_a"]) @ self.dequantized(given["b"], given["scale_b"])
+        y = self.product(given["a"], given["b"], given["scale_a"], given["scale_b"])
         if given.get("scale_result") is not None:
             y = y * given["scale_result"].double()
         return y if given.get("bias") is None else y + given["bias"].double()
@@ -172,10 +194,10 @@ def scaled_product_bound(
     """`product_bound` of a scaled GEMM (float64 operands, their scales of any recipe): the product of the dequantized
     operands, exact in float64, and its bound, plus the kernel's two float32 multiplies by the scales. Those round
     the partial sum they scale (the whole product, or one block of K's), which sum |products| bounds."""
-    a, b = Float64ScaledMM.dequantized(a, scale_a), Float64ScaledMM.dequantized(b, scale_b)
     k = a.shape[-1]
-    y, e = product_bound(a, b, k, dtype)
-    return y, e * (1 + 2 * _eps("float32") / error_coefficient(k, dtype))
+    y = Float64ScaledMM.product(a, b, scale_a, scale_b)
+    sizes = Float64ScaledMM.product(a.abs(), b.abs(), scale_a.abs(), scale_b.abs())
+    return y, (error_coefficient(k, dtype) + 2 * _eps("float32")) * sizes
 
 
 # Operands rounded to the math precision before the products: TF32 keeps 10 mantissa bits. Triton
