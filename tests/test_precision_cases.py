@@ -6,6 +6,9 @@ from actrun import plants
 
 from pytest_gemmguard.cases.case import GemmCase
 from pytest_gemmguard.cases.precision import math_precision
+from pytest_gemmguard.cases.space import CaseSpace
+from pytest_gemmguard.cases.strategies import regime_tour
+from pytest_gemmguard.cases.support import default_ops
 from pytest_gemmguard.compile.compiler import Compiler
 from pytest_gemmguard.errors import Unsupported
 from pytest_gemmguard.run.gemm import Gemm
@@ -29,6 +32,20 @@ def test_float8_without_a_kernel_of_the_backend_is_unsupported(session):
     case = GemmCase("scaled_mm", 24, 32, 48, dtype="float8_e4m3fn", layout="transposed_b")
     with pytest.raises(Unsupported, match="no valid choice"):
         Gemm(case, "cpp", session).check()
+
+
+@pytest.mark.parametrize("op", ["scaled_mm_block_1x128_128x128", "scaled_mm_block_128x128_1x128"])
+def test_a_blockwise_op_eager_refuses_is_unsupported_before_any_compile_and_left_out_of_the_default_space(session, op):
+    # torch 2.13's CPU build takes no blockwise _scaled_mm ("Invalid scaling configuration"): not valid input here, so
+    # no backend is blamed for it, and a test that names no ops never draws it on this device (cases/support.py).
+    case = GemmCase(op, 256, 256, 512, dtype="float8_e4m3fn", layout="transposed_b")
+    with pytest.raises(Unsupported, match=f"takes no {op} on cpu \\(eager refused it"):
+        Gemm(case, "aten", session).check()
+    counts = session.tally.of("aten")
+    assert counts.unsupported == 1 and counts.verified == 0 and counts.compile_s == 0 and counts.check_s == 0
+    assert op not in default_ops("cpu") and {"scaled_mm", "scaled_mm_rowwise"} <= set(default_ops("cpu"))
+    assert op not in {c.op for c in regime_tour(CaseSpace(), "cpu")}
+    assert op in {c.op for c in regime_tour(CaseSpace(ops=(op,)), "cpu")}  # named, it runs: as unsupported
 
 
 def test_tf32_is_unsupported_on_the_cpu_with_the_reason(session):
