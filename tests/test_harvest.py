@@ -200,6 +200,9 @@ ROUND_TRIP = [
     GemmCase("mm", 5, 7, 9, 0, "float32", "contiguous", "tanh+cast+residual"),
     GemmCase("scaled_mm", 5, 16, 32, 0, "float8_e4m3fn", "transposed_b", "relu"),
     GemmCase("scaled_mm_rowwise", 5, 16, 32, 0, "float8_e4m3fn", "transposed_b"),
+    # Blockwise: the recipe from the scales' shapes (traced through the meta function: the CPU takes none of them).
+    GemmCase("scaled_mm_block_1x128_128x128", 200, 272, 384, 0, "float8_e4m3fn", "transposed_b", "gelu"),
+    GemmCase("scaled_mm_block_128x128_1x128", 200, 272, 384, 0, "float8_e4m3fn", "transposed_b"),
 ]  # fmt: skip
 
 
