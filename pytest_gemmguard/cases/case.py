@@ -196,8 +196,9 @@ def row_dims(case: GemmCase) -> dict[str, int]:
     dims = {"a": -2, "residual": -2}
     if case.op == "baddbmm":
         dims["bias"] = -2
-    if OPS[case.op].rowwise_scales or (OPS[case.op].scale_blocks or ("",))[0] == "1x128":
-        dims["scale_a"] = 0  # (M, 1) or (M, K/128); a 128x128 block's scale spans 128 rows (reference.py)
+    blocks = OPS[case.op].scale_blocks
+    if OPS[case.op].rowwise_scales or (blocks and blocks[0] == "1x128"):
+        dims["scale_a"] = 0  # (M, 1) or (M, K/128); a 128x128 block's scale spans 128 rows (run/reference.py)
     return dims
 
 

@@ -120,8 +120,8 @@ OPS: dict[str, OpSpec] = {
     "scaled_mm_rowwise": OpSpec("scaled_mm_rowwise", False, False, ("a", "b", "scale_a", "scale_b"),
                                 ("b", "scale_b"), _SCALED, dtypes=(FP8,), layouts=("transposed_b",), align=16,
                                 rowwise_scales=True),
-    # Blockwise: a scale per 1x128 block of A and per 128x128 block of B (or the other way round), on GPUs whose
-    # torch takes them (op_unsupported). pytorch#188711's Triton template and pytorch#166752's cuBLASLt scale reads
+    # Blockwise: a scale per 1x128 block of A and per 128x128 block of B (or the other way round), where eager takes
+    # them (cases/support.py). pytorch#188711's Triton template and pytorch#166752's cuBLASLt scale reads
     # were wrong here while eager and Inductor agreed: only a float64 reference of the dequantized operands sees it.
     "scaled_mm_block_1x128_128x128": OpSpec("scaled_mm_block_1x128_128x128", False, False,
                                             ("a", "b", "scale_a", "scale_b"), ("b", "scale_b"), _SCALED,
