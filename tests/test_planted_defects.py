@@ -88,8 +88,12 @@ def test_a_backend_that_silently_falls_back_shows_zero_passes(pytester):
         ("cpp", GemmCase("addmm", 5, 7, 9, dtype="bfloat16", layout="transposed_b", epilogue="bias+gelu+cast")),
         ("aten", GemmCase("bmm", 5, 7, 9, 3, dtype="bfloat16", layout="broadcast", epilogue="relu")),
         ("aten", GemmCase("linear", 7, 7, 9, dtype="float32", layout="aliased", epilogue="relu")),
+        (
+            "aten",
+            GemmCase("scaled_mm_rowwise", 8, 16, 32, dtype="float8_e4m3fn", layout="transposed_b", epilogue="relu"),
+        ),
     ],
-    ids=["aten", "cpp", "aten-shared-weight", "aten-aliased"],
+    ids=["aten", "cpp", "aten-shared-weight", "aten-aliased", "aten-scaled"],
 )
 def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester, backend, case):
     """The repro needs torch only: run it in a fresh interpreter, without the plugin on the path."""
@@ -113,6 +117,20 @@ def test_repro_script_runs_standalone_and_fails_while_the_bug_is_there(pytester,
     if case.layout == "aliased":  # the script makes the weight the activation itself, as the run did
         source = open(path).read()
         assert "'w': ((7, 9), 'aliased')" in source and "made[role] = a" in source
+
+
+def test_the_repro_script_of_a_failure_that_compared_no_element_runs_to_its_end(pytester):
+    # A wrong shape or dtype names no element: the script still prints both errors, and its missing tolerance is
+    # infinity as a float (once the bare name `inf`, a NameError on the script's last lines).
+    from pytest_gemmguard import backends, oracle
+    from pytest_gemmguard.report import repro
+    from pytest_gemmguard.run.example import Example
+
+    wrong = oracle.Verdict(False, float("inf"), float("inf"), oracle.Mismatch("shape", detail="shape (5, 8)"))
+    example = Example(GemmCase("mm", 5, 7, 9), "aten", test_id="t.py::test_x[aten]")
+    path = repro.write(str(pytester.path / "out"), example, None, backends.get("aten"), wrong, dynamic=False)
+    proc = subprocess.run([sys.executable, "-I", path], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "eager PyTorch's max |error|:" in proc.stdout, proc.stderr
 
 
 # A compile that takes far longer than it should (a planted compile-time blow-up).

@@ -82,8 +82,8 @@ def upcast(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 class Float64ScaledMM(torch.overrides.TorchFunctionMode):
     """Evaluates torch._scaled_mm exactly on float64 operands (torch has no float64 kernel for it): the product of the
-    dequantized operands (each times its scales, `dequantized`) (* scale_result) + bias, left in float64 whatever
-    out_dtype says."""
+    dequantized operands (`product`: scales per tensor, per row and column, or per block) (* scale_result) + bias,
+    left in float64 whatever out_dtype says. The repro scripts carry this class's source."""
 
     @staticmethod
     def expanded(scale: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
