@@ -186,6 +186,22 @@ def test_the_big_profile_finds_an_index_that_wraps_and_clean_aten_passes_the_sam
     assert chunked and verified and 0 < int(chunked[1]) <= int(verified[1]), text
 
 
+def test_a_scaled_case_is_judged_in_row_chunks_unless_its_a_scales_span_128_rows(lowered):
+    from pytest_gemmguard.errors import Unsupported
+    from pytest_gemmguard.run.example import Example
+    from pytest_gemmguard.run.reference import references
+
+    for op in ("scaled_mm", "scaled_mm_rowwise", "scaled_mm_block_1x128_128x128"):
+        case = GemmCase(op, 600, 16, 128, 0, "float8_e4m3fn", "transposed_b")
+        assert memory.chunked(case)
+        own, _ = references(Example(case, "aten"), None, "aten")
+        assert own.chunked is not None, op
+    # A chunk's rows need not start a block of 128: such a case is unsupported, with the reason, never misjudged.
+    case = GemmCase("scaled_mm_block_128x128_1x128", 600, 16, 128, 0, "float8_e4m3fn", "transposed_b")
+    with pytest.raises(Unsupported, match="A scales span 128 rows"):
+        references(Example(case, "aten"), None, "aten")
+
+
 def test_the_repro_script_of_a_case_judged_in_row_chunks_compares_the_failing_row(pytester, lowered):
     import subprocess
     import sys

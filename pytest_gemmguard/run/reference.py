@@ -81,7 +81,7 @@ def references(example: Example, fn: Callable[..., Any] | None, backend: str) ->
     if memory.chunked(case):
         if fn is not None:
             raise Unsupported(backend, CHUNKED_FN)
-        if "scale_a" in OPS[case.op].arg_names and "scale_a" not in row_dims(case):
+        if OPS[case.op].scale_blocks and "scale_a" not in row_dims(case):  # A's scales per 128 rows
             raise Unsupported(backend, CHUNKED_BLOCKS)
         own = Reference(own_fn, inputs.flat, None, None, DTYPES[case.out_dtype], chunks.Chunked(case, inputs))
         return own, own
