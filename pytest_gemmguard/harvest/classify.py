@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from ..cases.ops import FLOAT_DTYPES, FP8, gemm_out_dtype
+from ..cases.case import GemmCase, scale_specs
+from ..cases.ops import FLOAT_DTYPES, FP8, OPS, gemm_out_dtype
 from .epilogue import epilogue
 from .items import HarvestedGemm
 from .layouts import flip, layout_of, rows_of, storage
@@ -113,14 +114,12 @@ def _vector_bias(bias: Any, n: int) -> str | None:
 
 
 def _block_recipe(sa: tuple, sb: tuple, m: int, n: int, k: int) -> str | None:
-    """The blockwise op whose scale shapes these are (cases/case.py scale_specs), or None."""
-    if k % 128:
-        return None
-    blocks, rows, cols = k // 128, -(-m // 128), -(-n // 128)
-    if sa == (m, blocks) and sb == (blocks, cols):
-        return "scaled_mm_block_1x128_128x128"
-    if sa == (rows, blocks) and sb == (blocks, n):
-        return "scaled_mm_block_128x128_1x128"
+    """The blockwise op whose scales (cases/case.py scale_specs, the shapes gemmguard builds) have these shapes."""
+    for op, spec in OPS.items():
+        if spec.scale_blocks and k % spec.k_align == 0:
+            specs = scale_specs(GemmCase(op, m, n, k, 0, FP8, "transposed_b"))
+            if (sa, sb) == (specs["scale_a"][0], specs["scale_b"][0]):
+                return op
     return None
 
 
